@@ -1,0 +1,51 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * What a packet costs and how far it moves a class clock. Pure integer arithmetic shared by
+ * the datapath and the control plane's tests, so both compute bit-identical charges.
+ *
+ * Rounding: a class's per-byte time is rounded up to 2^-32 ns and every packet's time is
+ * carried exactly in 2^-32 ns (the fraction accumulates in the class clock's `frac`), so over
+ * any number of packets the class is never faster than its rate and never slower by more
+ * than 1 ns plus 2^-32 ns per byte.
+ */
+#ifndef SHAPER_CHARGE_H
+#define SHAPER_CHARGE_H
+
+#include "shaper_abi.h"
+
+#ifndef __always_inline
+#define __always_inline inline __attribute__((always_inline))
+#endif
+
+/*
+ * Bytes charged for a packet of `segs` segments (a GSO super-packet; 0 means 1) whose L2
+ * length over all segments is `wire_len` (the qdisc length: each segment's headers counted).
+ * Every segment pays `overhead`; the mean segment is charged at least `mpu`, and at least one
+ * byte (as tc does after a negative overhead). Capped below 2^32 so that the time arithmetic
+ * below cannot overflow; real packets are below 2^20.
+ */
+static __always_inline __u64 shaper_packet_cost(__u32 wire_len, __u32 segs, __s32 overhead,
+						__u32 mpu)
+{
+	__u64 s = segs ? segs : 1;
+	__s64 cost = (__s64)wire_len + (__s64)s * overhead;
+	__s64 floor = (__s64)(s * (mpu ? mpu : 1));
+
+	if (cost < floor)
+		cost = floor;
+	if (cost > 0xffffffffll)
+		cost = 0xffffffffll;
+	return (__u64)cost;
+}
+
+/* Time a cost takes at a class rate: whole ns, and the remainder in 2^-32 ns. */
+static __always_inline __u64 shaper_cost_time(__u64 cost, __u64 ns_per_byte_fp, __u32 *frac)
+{
+	/* cost < 2^32 and ns_per_byte_fp < 2^53 (8 kbit): split the 96-bit product. */
+	__u64 low = cost * (ns_per_byte_fp & 0xffffffffull);
+
+	*frac = (__u32)low;
+	return cost * (ns_per_byte_fp >> SHAPER_NS_FRAC_BITS) + (low >> SHAPER_NS_FRAC_BITS);
+}
+
+#endif /* SHAPER_CHARGE_H */

@@ -1,0 +1,140 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * Earliest Departure Time from per-class token buckets.
+ *
+ * Each class keeps a clock `tat` (GCRA's theoretical arrival time): the instant at which all
+ * it has been charged has left at its rate. A packet arriving at `now` may leave at
+ *     departure = max(now, tat - burst_ns)
+ * and advances the clock to max(tat, now) + cost / rate. So a class idle for burst_ns or more
+ * holds `burst` bytes of credit; sustained traffic leaves at `rate`; over any interval T the
+ * class releases at most burst + rate * T plus the one packet that took the last credit. A
+ * packet bigger than the burst still leaves, taking debt that delays the packets after it.
+ *
+ * A packet is charged at its class and at every ancestor (up to SHAPER_MAX_DEPTH levels) and
+ * leaves at the latest of their departures. If any level's departure lies beyond that level's
+ * horizon, the packet is dropped and charged nowhere.
+ *
+ * Concurrency: the clock only moves through atomics. Once tat >= now it can only grow, so a
+ * fetch-and-add is exact; the jump from an idle clock to now is a compare-and-swap. No charge
+ * is lost or doubled. The horizon check reads the clock before charging: packets racing on
+ * other CPUs can push one past the horizon by at most their own cost.
+ */
+#ifndef SHAPER_EDT_H
+#define SHAPER_EDT_H
+
+#include "maps.h"
+#include "charge.h"
+#include "stats.h"
+
+#define EDT_IDLE_CAS_TRIES 4
+
+struct edt_packet {
+	__u64 now;
+	__u32 wire_len;
+	__u32 segs;
+};
+
+static __always_inline __u64 edt_level_cost(const struct edt_packet *pkt,
+					    const struct shaper_class_config *cfg)
+{
+	return shaper_packet_cost(pkt->wire_len, pkt->segs, cfg->overhead, cfg->mpu);
+}
+
+/* The class a walk may stand on: configured, with a usable rate. */
+static __always_inline bool edt_class_usable(const struct shaper_class_config *cfg)
+{
+	return cfg && (cfg->flags & SHAPER_CLASS_PRESENT) && cfg->ns_per_byte_fp;
+}
+
+/* Departure allowed by a clock value read before this packet's charge. */
+static __always_inline __u64 edt_departure(__u64 tat, __u64 burst_ns, __u64 now)
+{
+	return tat > now + burst_ns ? tat - burst_ns : now;
+}
+
+/* Advances the clock by `whole` ns + `frac` 2^-32 ns; returns the clock before the charge. */
+static __always_inline __u64 edt_charge_clock(struct shaper_class_clock *clk, __u64 now,
+					      __u64 whole, __u32 frac)
+{
+	__u64 tat;
+
+	if (frac) {
+		__u64 old = __sync_fetch_and_add(&clk->frac, (__u64)frac);
+
+		whole += ((old & 0xffffffffull) + frac) >> SHAPER_NS_FRAC_BITS;
+	}
+
+	tat = *(volatile __u64 *)&clk->tat_ns;
+	for (int i = 0; i < EDT_IDLE_CAS_TRIES && tat < now; i++) {
+		__u64 seen = __sync_val_compare_and_swap(&clk->tat_ns, tat, now + whole);
+
+		if (seen == tat)
+			return tat;
+		tat = seen;
+	}
+	return __sync_fetch_and_add(&clk->tat_ns, whole);
+}
+
+enum edt_verdict {
+	EDT_UNSHAPED, /* the class is not configured: the packet passes as unclassified */
+	EDT_SEND,     /* *departure is set */
+	EDT_DROP,     /* beyond a horizon; the drop is counted at every level */
+};
+
+/* Shapes a packet of class `class_id`. */
+static __always_inline enum edt_verdict edt_schedule(__u32 class_id, const struct edt_packet *pkt,
+					 __u64 *departure)
+{
+	__u32 id = class_id;
+	bool beyond = false;
+	int depth = 0;
+
+	/* Pass 1: every level must accept the packet before any level is charged. */
+#pragma unroll
+	for (int i = 0; i < SHAPER_MAX_DEPTH; i++) {
+		struct shaper_class_config *cfg = bpf_map_lookup_elem(&shaper_class_config, &id);
+		struct shaper_class_clock *clk = bpf_map_lookup_elem(&shaper_class_clock, &id);
+
+		if (!id || !clk || !edt_class_usable(cfg))
+			break;
+		__u64 tat = *(volatile __u64 *)&clk->tat_ns;
+
+		if (edt_departure(tat, cfg->burst_ns, pkt->now) > pkt->now + cfg->horizon_ns)
+			beyond = true;
+		depth++;
+		id = cfg->parent_id;
+	}
+	if (depth == 0)
+		return EDT_UNSHAPED;
+
+	/* Pass 2: charge every level (or count the drop at every level). */
+	__u64 latest = pkt->now;
+
+	id = class_id;
+#pragma unroll
+	for (int i = 0; i < SHAPER_MAX_DEPTH; i++) {
+		struct shaper_class_config *cfg = bpf_map_lookup_elem(&shaper_class_config, &id);
+		struct shaper_class_clock *clk = bpf_map_lookup_elem(&shaper_class_clock, &id);
+
+		if (i >= depth || !id || !clk || !edt_class_usable(cfg))
+			break;
+		if (beyond) {
+			stats_drop(id);
+		} else {
+			__u64 cost = edt_level_cost(pkt, cfg);
+			__u32 frac;
+			__u64 whole = shaper_cost_time(cost, cfg->ns_per_byte_fp, &frac);
+			__u64 tat = edt_charge_clock(clk, pkt->now, whole, frac);
+			__u64 dep = edt_departure(tat, cfg->burst_ns, pkt->now);
+
+			if (dep > latest)
+				latest = dep;
+			stats_count(id, pkt->segs, cost);
+		}
+		id = cfg->parent_id;
+	}
+	*departure = latest;
+	return beyond ? EDT_DROP : EDT_SEND;
+}
+
+#endif /* SHAPER_EDT_H */

@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* The datapath's maps, laid out as shaper_abi.h documents them. */
+#ifndef SHAPER_MAPS_H
+#define SHAPER_MAPS_H
+
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include "shaper_abi.h"
+
+/* Pinned by name: a newer program loaded into the same pin directory reuses these maps,
+ * so classes and their clocks survive an upgrade. max_entries is resized by the loader. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct shaper_settings);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} shaper_settings SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, SHAPER_DEFAULT_MAX_CLASSES);
+	__type(key, __u32);
+	__type(value, struct shaper_class_config);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} shaper_class_config SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, SHAPER_DEFAULT_MAX_CLASSES);
+	__type(key, __u32);
+	__type(value, struct shaper_class_clock);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} shaper_class_clock SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, SHAPER_DEFAULT_MAX_CLASSES);
+	__type(key, __u32);
+	__type(value, struct shaper_class_stats);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} shaper_class_stats SEC(".maps");
+
+#endif /* SHAPER_MAPS_H */

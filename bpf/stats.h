@@ -1,0 +1,29 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* Per-class counters: per-CPU, so that CPUs charging one class never share a counter line. */
+#ifndef SHAPER_STATS_H
+#define SHAPER_STATS_H
+
+#include "maps.h"
+
+#define SHAPER_STATS_UNCLASSIFIED 0
+
+static __always_inline void stats_count(__u32 class_id, __u32 segs, __u64 bytes)
+{
+	struct shaper_class_stats *st = bpf_map_lookup_elem(&shaper_class_stats, &class_id);
+
+	if (!st)
+		return;
+	st->packets++;
+	st->segments += segs;
+	st->bytes += bytes;
+}
+
+static __always_inline void stats_drop(__u32 class_id)
+{
+	struct shaper_class_stats *st = bpf_map_lookup_elem(&shaper_class_stats, &class_id);
+
+	if (st)
+		st->drops_horizon++;
+}
+
+#endif /* SHAPER_STATS_H */

@@ -1,0 +1,26 @@
+// What attach did to a device, kept under /run so that detach can undo exactly that.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "loader/qdisc.h"
+
+namespace shaperctl {
+
+struct AttachRecord {
+    std::string device;  // the name at attach time
+    int ifindex = 0;
+    uint64_t netns = 0;
+    uint32_t mode = 0;   // enum shaper_mode
+    FqOptions fq;
+    bool installed_fq = false;
+    std::optional<Qdisc> prior_root;  // the root qdisc before attach
+    bool created_clsact = false;
+
+    void save(const std::string& path) const;
+    static std::optional<AttachRecord> load(const std::string& path);  // nullopt: none
+};
+
+}  // namespace shaperctl

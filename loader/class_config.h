@@ -1,0 +1,34 @@
+// A class as operators describe it, and its validated map form.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "shaper_abi.h"
+
+namespace shaperctl {
+
+struct ClassSpec {
+    uint32_t id = 0;
+    uint64_t rate_bps = 0;
+    uint64_t burst_bytes = 0;  // 0: pure pacing, one packet at a time
+    uint32_t parent = 0;       // 0: top level
+    int32_t overhead = 0;      // bytes per segment; 24 is Ethernet's preamble, FCS and gap
+    uint32_t mpu = 0;
+    uint64_t horizon_ns = 0;   // 0: the mode's default
+
+    bool operator==(const ClassSpec&) const = default;
+};
+
+// Range-checks every field (one-line Error naming the field and its bounds) and derives the
+// datapath's fixed-point values. max_classes bounds the id.
+shaper_class_config make_class_config(const ClassSpec& spec, uint32_t max_classes,
+                                      uint64_t default_horizon_ns);
+
+// The spec a stored config was made from.
+ClassSpec class_spec_from_config(uint32_t id, const shaper_class_config& config);
+
+// Clock advance per wire byte at a rate, in 2^-32 ns, rounded up (never faster than rate).
+uint64_t ns_per_byte_fp(uint64_t rate_bps);
+
+}  // namespace shaperctl

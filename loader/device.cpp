@@ -1,0 +1,46 @@
+#include "loader/device.h"
+
+#include <net/if.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+
+#include "loader/error.h"
+
+namespace shaperctl {
+
+uint64_t current_netns()
+{
+    struct stat st {};
+    if (stat("/proc/self/ns/net", &st))
+        throw Error(errno_message("cannot read the network namespace (/proc/self/ns/net)", errno));
+    return st.st_ino;
+}
+
+Device Device::resolve(const std::string& name)
+{
+    if (name.empty() || name.size() >= IFNAMSIZ)
+        throw Error("bad device name \"" + name + "\"");
+    unsigned ifindex = if_nametoindex(name.c_str());
+    if (!ifindex)
+        throw Error("unknown device \"" + name + "\"");
+    return Device{name, static_cast<int>(ifindex), current_netns()};
+}
+
+std::string Device::pin_dir() const
+{
+    return std::string(kPinRoot) + "/ns" + std::to_string(netns) + "/if" + std::to_string(ifindex);
+}
+
+std::string Device::run_dir() const
+{
+    return std::string(kRunRoot) + "/ns" + std::to_string(netns) + "/if" + std::to_string(ifindex);
+}
+
+std::string Device::current_name() const
+{
+    char name[IF_NAMESIZE] = {};
+    return if_indextoname(ifindex, name) ? std::string(name) : std::string();
+}
+
+}  // namespace shaperctl

@@ -1,0 +1,31 @@
+// A network device as shaperctl keys its state: by network namespace and ifindex, so that
+// same-named devices in different namespaces, or a device re-created under an old name, are
+// never confused.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace shaperctl {
+
+struct Device {
+    std::string name;
+    int ifindex = 0;
+    uint64_t netns = 0;  // inode of the network namespace
+
+    // Resolves a name in the calling thread's network namespace; Error "unknown device".
+    static Device resolve(const std::string& name);
+
+    // Where its pinned programs and maps live, and where its attach record lives.
+    std::string pin_dir() const;
+    std::string run_dir() const;
+    // The name the ifindex has now ("" when the device is gone).
+    std::string current_name() const;
+};
+
+constexpr const char* kPinRoot = "/sys/fs/bpf/shaperctl";
+constexpr const char* kRunRoot = "/run/shaperctl";
+
+uint64_t current_netns();
+
+}  // namespace shaperctl

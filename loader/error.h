@@ -1,0 +1,17 @@
+// The one exception the library throws: its message is a single line, fit to print as is.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace shaperctl {
+
+class Error : public std::runtime_error {
+public:
+    explicit Error(const std::string& message) : std::runtime_error(message) {}
+};
+
+// "what: strerror(err)" for a failed system or libbpf call (err may be negative).
+std::string errno_message(const std::string& what, int err);
+
+}  // namespace shaperctl

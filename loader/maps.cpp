@@ -1,0 +1,154 @@
+#include "loader/maps.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "loader/error.h"
+#include "loader/program.h"
+
+namespace shaperctl {
+namespace {
+
+constexpr uint32_t kSettingsKey = 0;
+
+Fd open_pin(const std::string& path)
+{
+    int fd = bpf_obj_get(path.c_str());
+    if (fd < 0)
+        throw Error(errno_message("cannot open pinned map " + path, errno));
+    return Fd(fd);
+}
+
+uint32_t max_entries(int fd)
+{
+    bpf_map_info info{};
+    uint32_t len = sizeof info;
+    if (bpf_obj_get_info_by_fd(fd, &info, &len))
+        throw Error(errno_message("cannot read map info", errno));
+    return info.max_entries;
+}
+
+void lookup(int fd, uint32_t key, void* value, const char* what)
+{
+    if (bpf_map_lookup_elem(fd, &key, value))
+        throw Error(errno_message(std::string("cannot read ") + what + " " + std::to_string(key),
+                                  errno));
+}
+
+void update(int fd, uint32_t key, const void* value, const char* what)
+{
+    if (bpf_map_update_elem(fd, &key, value, BPF_ANY))
+        throw Error(errno_message(std::string("cannot write ") + what + " " + std::to_string(key),
+                                  errno));
+}
+
+}  // namespace
+
+ShaperMaps ShaperMaps::open_pinned(const std::string& pin_dir)
+{
+    ShaperMaps maps;
+    maps.settings_ = open_pin(pin_dir + "/shaper_settings");
+    maps.config_ = open_pin(pin_dir + "/shaper_class_config");
+    maps.clock_ = open_pin(pin_dir + "/shaper_class_clock");
+    maps.stats_ = open_pin(pin_dir + "/shaper_class_stats");
+    maps.max_classes_ = max_entries(maps.config_.get());
+    return maps;
+}
+
+ShaperMaps ShaperMaps::of(const Program& program)
+{
+    ShaperMaps maps;
+    maps.settings_ = Fd(dup(program.settings_fd()));
+    maps.config_ = Fd(dup(program.class_config_fd()));
+    maps.clock_ = Fd(dup(program.class_clock_fd()));
+    maps.stats_ = Fd(dup(program.class_stats_fd()));
+    maps.max_classes_ = max_entries(maps.config_.get());
+    return maps;
+}
+
+shaper_settings ShaperMaps::settings() const
+{
+    shaper_settings settings{};
+    lookup(settings_.get(), kSettingsKey, &settings, "settings");
+    return settings;
+}
+
+void ShaperMaps::set_settings(const shaper_settings& settings) const
+{
+    update(settings_.get(), kSettingsKey, &settings, "settings");
+}
+
+std::optional<shaper_class_config> ShaperMaps::class_config(uint32_t id) const
+{
+    if (id == 0 || id >= max_classes_)
+        return std::nullopt;
+    shaper_class_config config{};
+    lookup(config_.get(), id, &config, "class");
+    if (!(config.flags & SHAPER_CLASS_PRESENT))
+        return std::nullopt;
+    return config;
+}
+
+void ShaperMaps::write_class_config(uint32_t id, const shaper_class_config& config) const
+{
+    update(config_.get(), id, &config, "class");
+}
+
+void ShaperMaps::erase_class(uint32_t id) const
+{
+    // Config first: the datapath stops using the class before its clock is cleared.
+    const shaper_class_config no_config{};
+    update(config_.get(), id, &no_config, "class");
+    write_clock(id, shaper_class_clock{});
+    std::vector<shaper_class_stats> zero(libbpf_num_possible_cpus());
+    update(stats_.get(), id, zero.data(), "class counters");
+}
+
+std::vector<uint32_t> ShaperMaps::class_ids() const
+{
+    // One batched read of the whole config array instead of a syscall per id.
+    std::vector<uint32_t> keys(max_classes_);
+    std::vector<shaper_class_config> configs(max_classes_);
+    uint32_t count = max_classes_, out_batch = 0;
+    LIBBPF_OPTS(bpf_map_batch_opts, opts);
+    int err = bpf_map_lookup_batch(config_.get(), nullptr, &out_batch, keys.data(), configs.data(),
+                                   &count, &opts);
+    if (err && errno != ENOENT)
+        throw Error(errno_message("cannot read the class map", errno));
+    std::vector<uint32_t> ids;
+    for (uint32_t i = 0; i < count; i++)
+        if (keys[i] != 0 && (configs[i].flags & SHAPER_CLASS_PRESENT))
+            ids.push_back(keys[i]);
+    return ids;
+}
+
+shaper_class_clock ShaperMaps::clock(uint32_t id) const
+{
+    shaper_class_clock clock{};
+    lookup(clock_.get(), id, &clock, "class clock");
+    return clock;
+}
+
+void ShaperMaps::write_clock(uint32_t id, const shaper_class_clock& clock) const
+{
+    update(clock_.get(), id, &clock, "class clock");
+}
+
+ClassCounters ShaperMaps::counters(uint32_t id) const
+{
+    std::vector<shaper_class_stats> per_cpu(libbpf_num_possible_cpus());
+    lookup(stats_.get(), id, per_cpu.data(), "class counters");
+    ClassCounters sum;
+    for (const auto& s : per_cpu) {
+        sum.packets += s.packets;
+        sum.segments += s.segments;
+        sum.bytes += s.bytes;
+        sum.drops_horizon += s.drops_horizon;
+    }
+    return sum;
+}
+
+}  // namespace shaperctl

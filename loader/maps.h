@@ -1,0 +1,47 @@
+// The pinned maps of one device: settings, class configs, clocks and counters.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "loader/fd.h"
+#include "shaper_abi.h"
+
+namespace shaperctl {
+
+class Program;
+
+struct ClassCounters {
+    uint64_t packets = 0, segments = 0, bytes = 0, drops_horizon = 0;
+};
+
+class ShaperMaps {
+public:
+    static ShaperMaps open_pinned(const std::string& pin_dir);  // Error when missing
+    static ShaperMaps of(const Program& program);
+
+    uint32_t max_classes() const { return max_classes_; }
+
+    shaper_settings settings() const;
+    void set_settings(const shaper_settings& settings) const;
+
+    std::optional<shaper_class_config> class_config(uint32_t id) const;  // nullopt: no class
+    void write_class_config(uint32_t id, const shaper_class_config& config) const;
+    void erase_class(uint32_t id) const;  // config, clock and counters zeroed
+    std::vector<uint32_t> class_ids() const;  // configured classes, ascending
+
+    shaper_class_clock clock(uint32_t id) const;
+    void write_clock(uint32_t id, const shaper_class_clock& clock) const;
+
+    // Summed over CPUs. Id 0 holds the unclassified packets.
+    ClassCounters counters(uint32_t id) const;
+
+private:
+    ShaperMaps() = default;
+    Fd settings_, config_, clock_, stats_;
+    uint32_t max_classes_ = 0;
+};
+
+}  // namespace shaperctl

@@ -1,0 +1,129 @@
+#include "loader/program.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include <cerrno>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <utility>
+
+#include "loader/error.h"
+#include "shaper.skel.h"
+#include "shaper_abi.h"
+
+namespace shaperctl {
+namespace {
+
+std::string g_last_libbpf_message;
+
+int libbpf_print(enum libbpf_print_level level, const char* format, va_list args)
+{
+    char line[1024];
+    vsnprintf(line, sizeof line, format, args);
+    if (std::getenv("SHAPERCTL_DEBUG"))
+        std::fputs(line, stderr);
+    if (level != LIBBPF_DEBUG) {
+        g_last_libbpf_message = line;
+        while (!g_last_libbpf_message.empty() && g_last_libbpf_message.back() == '\n')
+            g_last_libbpf_message.pop_back();
+    }
+    return 0;
+}
+
+// Existing pinned maps fix the class capacity: libbpf only reuses a pin of identical shape.
+uint32_t pinned_max_entries(const std::string& pin_dir, const char* map_name)
+{
+    if (pin_dir.empty())
+        return 0;
+    int fd = bpf_obj_get((pin_dir + "/" + map_name).c_str());
+    if (fd < 0)
+        return 0;
+    bpf_map_info info{};
+    uint32_t len = sizeof info;
+    int err = bpf_obj_get_info_by_fd(fd, &info, &len);
+    ::close(fd);
+    return err ? 0 : info.max_entries;
+}
+
+std::string load_failure(int err)
+{
+    if (err == -EPERM)
+        return "loading the BPF program was refused: run as root (CAP_BPF, CAP_NET_ADMIN)";
+    std::string msg = errno_message("loading the BPF program failed", err);
+    std::string detail = last_libbpf_message();
+    return detail.empty() ? msg : msg + " (libbpf: " + detail + ")";
+}
+
+}  // namespace
+
+void quiet_libbpf()
+{
+    libbpf_set_print(libbpf_print);
+}
+
+std::string last_libbpf_message()
+{
+    return g_last_libbpf_message;
+}
+
+Program Program::load(const ProgramOptions& options)
+{
+    quiet_libbpf();
+    LIBBPF_OPTS(bpf_object_open_opts, open_opts);
+    if (!options.pin_dir.empty())
+        open_opts.pin_root_path = options.pin_dir.c_str();
+
+    shaper_bpf* skel = shaper_bpf__open_opts(&open_opts);
+    if (!skel)
+        throw Error(load_failure(-errno));
+    Program program(skel);
+
+    uint32_t classes = pinned_max_entries(options.pin_dir, "shaper_class_config");
+    if (!classes)
+        classes = options.max_classes ? options.max_classes : SHAPER_DEFAULT_MAX_CLASSES;
+    for (bpf_map* map : {skel->maps.shaper_class_config, skel->maps.shaper_class_clock,
+                         skel->maps.shaper_class_stats})
+        bpf_map__set_max_entries(map, classes);
+    if (options.pin_dir.empty()) {
+        for (bpf_map* map : {skel->maps.shaper_settings, skel->maps.shaper_class_config,
+                             skel->maps.shaper_class_clock, skel->maps.shaper_class_stats})
+            bpf_map__set_pin_path(map, nullptr);
+    }
+    // Probe, don't assume: bpf_skb_set_tstamp arrived in 5.18.
+    skel->rodata->have_set_tstamp =
+        libbpf_probe_bpf_helper(BPF_PROG_TYPE_SCHED_CLS, BPF_FUNC_skb_set_tstamp, nullptr) == 1;
+
+    if (int err = shaper_bpf__load(skel))
+        throw Error(load_failure(err));
+    return program;
+}
+
+Program::Program(Program&& other) noexcept : skel_(std::exchange(other.skel_, nullptr)) {}
+
+Program& Program::operator=(Program&& other) noexcept
+{
+    if (this != &other) {
+        if (skel_)
+            shaper_bpf__destroy(skel_);
+        skel_ = std::exchange(other.skel_, nullptr);
+    }
+    return *this;
+}
+
+Program::~Program()
+{
+    if (skel_)
+        shaper_bpf__destroy(skel_);
+}
+
+int Program::prog_fd() const { return bpf_program__fd(skel_->progs.shaper_egress); }
+int Program::settings_fd() const { return bpf_map__fd(skel_->maps.shaper_settings); }
+int Program::class_config_fd() const { return bpf_map__fd(skel_->maps.shaper_class_config); }
+int Program::class_clock_fd() const { return bpf_map__fd(skel_->maps.shaper_class_clock); }
+int Program::class_stats_fd() const { return bpf_map__fd(skel_->maps.shaper_class_stats); }
+bool Program::uses_set_tstamp() const { return skel_->rodata->have_set_tstamp; }
+
+}  // namespace shaperctl

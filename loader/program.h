@@ -1,0 +1,43 @@
+// The BPF object: shaper.bpf.c loaded through its bpftool skeleton.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+struct shaper_bpf;
+
+namespace shaperctl {
+
+struct ProgramOptions {
+    std::string pin_dir;  // bpffs directory for the maps (reused when already pinned); "" = none
+    uint32_t max_classes = 0;  // 0: SHAPER_DEFAULT_MAX_CLASSES (or the pinned maps' size)
+};
+
+class Program {
+public:
+    // Opens, sizes and loads the skeleton. Throws Error with a one-line reason.
+    static Program load(const ProgramOptions& options);
+
+    Program(Program&&) noexcept;
+    Program& operator=(Program&&) noexcept;
+    ~Program();
+
+    int prog_fd() const;
+    int settings_fd() const;
+    int class_config_fd() const;
+    int class_clock_fd() const;
+    int class_stats_fd() const;
+    bool uses_set_tstamp() const;
+
+private:
+    explicit Program(shaper_bpf* skel) : skel_(skel) {}
+    shaper_bpf* skel_ = nullptr;
+};
+
+// Routes libbpf's own messages to stderr only when SHAPERCTL_DEBUG is set; otherwise keeps
+// the last one, so errors can quote it on a single line.
+void quiet_libbpf();
+std::string last_libbpf_message();
+
+}  // namespace shaperctl

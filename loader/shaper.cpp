@@ -1,0 +1,371 @@
+#include "loader/shaper.h"
+
+#include <bpf/bpf.h>
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <sys/file.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <thread>
+
+#include "loader/bpffs.h"
+#include "loader/error.h"
+#include "loader/program.h"
+#include "loader/tc_filter.h"
+
+namespace shaperctl {
+namespace {
+
+constexpr const char* kProgPin = "shaper_egress";
+constexpr const char* kRecordFile = "attach.json";
+constexpr const char* kLockFile = "lock";
+
+uint64_t monotonic_ns()
+{
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return uint64_t(ts.tv_sec) * 1'000'000'000ull + ts.tv_nsec;
+}
+
+// Undo steps of a multi-step change, run in reverse unless the change completes.
+class Rollback {
+public:
+    ~Rollback()
+    {
+        for (auto it = steps_.rbegin(); it != steps_.rend(); ++it) {
+            try {
+                (*it)();
+            } catch (...) {
+                // Best effort: the original error is the one to report.
+            }
+        }
+    }
+    void add(std::function<void()> step) { steps_.push_back(std::move(step)); }
+    void commit() { steps_.clear(); }
+
+private:
+    std::vector<std::function<void()>> steps_;
+};
+
+Fd lock_device(const Device& device)
+{
+    const std::string path = device.run_dir() + "/" + kLockFile;
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0)
+        throw Error(errno_message("cannot open lock " + path, errno));
+    Fd lock(fd);
+    if (flock(fd, LOCK_EX))
+        throw Error(errno_message("cannot lock " + path, errno));
+    return lock;
+}
+
+std::array<uint8_t, BPF_TAG_SIZE> prog_tag(int prog_fd)
+{
+    bpf_prog_info info{};
+    uint32_t len = sizeof info;
+    std::array<uint8_t, BPF_TAG_SIZE> tag{};
+    if (bpf_obj_get_info_by_fd(prog_fd, &info, &len) == 0)
+        std::memcpy(tag.data(), info.tag, tag.size());
+    return tag;
+}
+
+bool runs_same_program(uint32_t running_id, int prog_fd)
+{
+    Fd running(bpf_prog_get_fd_by_id(running_id));
+    return running && prog_tag(running.get()) == prog_tag(prog_fd);
+}
+
+void pin_program(const Program& program, const std::string& pin_dir)
+{
+    const std::string path = pin_dir + "/" + kProgPin;
+    unlink(path.c_str());  // an older build's pin; the tc filter holds its own reference
+    if (bpf_obj_pin(program.prog_fd(), path.c_str()))
+        throw Error(errno_message("cannot pin the program at " + path, errno));
+}
+
+std::string dev_prefix(const Device& device)
+{
+    return "dev " + device.name + ": ";
+}
+
+// Parent of every configured class, for cycle and depth checks.
+std::map<uint32_t, uint32_t> parents_of(const ShaperMaps& maps)
+{
+    std::map<uint32_t, uint32_t> parents;
+    for (uint32_t id : maps.class_ids())
+        if (auto config = maps.class_config(id))
+            parents[id] = config->parent_id;
+    return parents;
+}
+
+// Levels below `id` (0 for a leaf).
+unsigned subtree_height(const std::map<uint32_t, uint32_t>& parents, uint32_t id, unsigned guard = 0)
+{
+    unsigned height = 0;
+    if (guard > SHAPER_MAX_DEPTH)
+        return height;
+    for (const auto& [child, parent] : parents)
+        if (parent == id)
+            height = std::max(height, 1 + subtree_height(parents, child, guard + 1));
+    return height;
+}
+
+}  // namespace
+
+const char* mode_name(uint32_t mode)
+{
+    return mode == SHAPER_MODE_POLICE ? "police" : "edt";
+}
+
+void require_privileges()
+{
+    __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+    __user_cap_data_struct data[2] = {};
+    if (syscall(SYS_capget, &header, data))
+        throw Error(errno_message("cannot read the process capabilities", errno));
+    auto has = [&](int cap) { return (data[cap / 32].effective >> (cap % 32)) & 1; };
+    const bool bpf = has(CAP_SYS_ADMIN) || has(CAP_BPF);
+    if (!bpf || !has(CAP_NET_ADMIN))
+        throw Error("permission denied: shaperctl needs root (CAP_BPF and CAP_NET_ADMIN)");
+}
+
+AttachOutcome Shaper::attach(const std::string& dev, const AttachOptions& options)
+{
+    require_privileges();
+    const Device device = Device::resolve(dev);
+    ensure_bpffs();
+    make_private_dir(device.pin_dir(), kPinRoot);
+    make_private_dir(device.run_dir(), kRunRoot);
+    const Fd lock = lock_device(device);
+    const std::string record_path = device.run_dir() + "/" + kRecordFile;
+
+    if (auto record = AttachRecord::load(record_path)) {
+        if (record->mode != options.mode)
+            throw Error(dev_prefix(device) + "already attached in " + mode_name(record->mode) +
+                        " mode; detach first to change the mode");
+        Program program = Program::load({device.pin_dir(), options.max_classes});
+        const uint32_t running = egress_filter_prog_id(device.ifindex);
+        if (running && runs_same_program(running, program.prog_fd()))
+            return AttachOutcome::AlreadyAttached;
+        // A different build: swap the filter's program in place; the maps are the pinned ones.
+        attach_egress_filter(device.ifindex, program.prog_fd());
+        pin_program(program, device.pin_dir());
+        return AttachOutcome::Upgraded;
+    }
+
+    AttachRecord record;
+    record.device = device.name;
+    record.ifindex = device.ifindex;
+    record.netns = device.netns;
+    record.mode = options.mode;
+    record.fq = options.fq;
+
+    Rollback rollback;
+    rollback.add([&] { remove_tree(device.pin_dir()); });
+    Program program = Program::load({device.pin_dir(), options.max_classes});
+    const ShaperMaps maps = ShaperMaps::of(program);
+    shaper_settings settings = maps.settings();
+    settings.mode = options.mode;
+    settings.abi_version = SHAPER_ABI_VERSION;
+    maps.set_settings(settings);
+
+    if (options.mode == SHAPER_MODE_EDT) {
+        record.prior_root = root_qdisc(device.ifindex);
+        try {
+            install_fq(device.ifindex, options.fq);
+        } catch (const Error& e) {
+            throw Error(dev_prefix(device) + e.what() +
+                        " (attach --mode police shapes by dropping instead)");
+        }
+        record.installed_fq = true;
+        rollback.add([&] { restore_root(device.ifindex, record.prior_root); });
+    }
+    record.created_clsact = attach_egress_filter(device.ifindex, program.prog_fd()).created_clsact;
+    rollback.add([&] { detach_egress_filter(device.ifindex, record.created_clsact); });
+    pin_program(program, device.pin_dir());
+    record.save(record_path);
+    rollback.commit();
+    return AttachOutcome::Attached;
+}
+
+void Shaper::detach(const std::string& dev)
+{
+    require_privileges();
+    const Device device = Device::resolve(dev);
+    if (!path_exists(device.run_dir() + "/" + kRecordFile) && !path_exists(device.pin_dir()))
+        throw Error(dev_prefix(device) + "not attached");
+    std::optional<AttachRecord> record;
+    {
+        const Fd lock = lock_device(device);
+        record = AttachRecord::load(device.run_dir() + "/" + kRecordFile);
+        detach_egress_filter(device.ifindex, record && record->created_clsact);
+        if (record && record->installed_fq)
+            restore_root(device.ifindex, record->prior_root);
+        remove_tree(device.pin_dir());
+    }
+    remove_tree(device.run_dir());
+}
+
+std::vector<ManagedDevice> Shaper::list()
+{
+    std::vector<ManagedDevice> devices;
+    const uint64_t here = current_netns();
+    for (const std::string& ns : list_dir(kRunRoot)) {
+        for (const std::string& dev : list_dir(std::string(kRunRoot) + "/" + ns)) {
+            auto record = AttachRecord::load(std::string(kRunRoot) + "/" + ns + "/" + dev + "/" +
+                                             kRecordFile);
+            if (!record)
+                continue;
+            ManagedDevice m{record->device, record->ifindex, record->netns, record->mode, false};
+            if (record->netns == here) {
+                Device d{record->device, record->ifindex, record->netns};
+                std::string name = d.current_name();
+                m.present = !name.empty();
+                if (m.present)
+                    m.name = name;
+            }
+            devices.push_back(m);
+        }
+    }
+    return devices;
+}
+
+Shaper Shaper::open(const std::string& dev)
+{
+    require_privileges();
+    const Device device = Device::resolve(dev);
+    auto record = AttachRecord::load(device.run_dir() + "/" + kRecordFile);
+    if (!record)
+        throw Error(dev_prefix(device) + "not attached (run shaperctl attach --dev " + dev + ")");
+    Fd lock = lock_device(device);
+    return Shaper(device, *record, ShaperMaps::open_pinned(device.pin_dir()), std::move(lock));
+}
+
+uint64_t Shaper::default_horizon() const
+{
+    return record_.mode == SHAPER_MODE_POLICE ? SHAPER_DEFAULT_POLICE_HORIZON_NS
+                                              : SHAPER_DEFAULT_HORIZON_NS;
+}
+
+void Shaper::check_parent(uint32_t id, uint32_t parent) const
+{
+    if (parent == 0)
+        return;
+    if (!maps_.class_config(parent))
+        throw Error(dev_prefix(device_) + "unknown parent class " + std::to_string(parent));
+    const auto parents = parents_of(maps_);
+    unsigned depth = 1;  // levels from `id` up to the top, counting id
+    for (uint32_t up = parent; up; depth++) {
+        if (up == id)
+            throw Error(dev_prefix(device_) + "parent " + std::to_string(parent) + " of class " +
+                        std::to_string(id) + " would make a cycle");
+        auto it = parents.find(up);
+        up = it == parents.end() ? 0 : it->second;
+        if (depth > SHAPER_MAX_DEPTH)
+            break;
+    }
+    if (depth + subtree_height(parents, id) > SHAPER_MAX_DEPTH)
+        throw Error(dev_prefix(device_) + "class " + std::to_string(id) + " under parent " +
+                    std::to_string(parent) + " would be more than " +
+                    std::to_string(SHAPER_MAX_DEPTH) + " levels deep");
+}
+
+void Shaper::add_class(const ClassSpec& spec) const
+{
+    const shaper_class_config config = make_class_config(spec, maps_.max_classes(), default_horizon());
+    if (maps_.class_config(spec.id))
+        throw Error(dev_prefix(device_) + "class " + std::to_string(spec.id) +
+                    " already exists (use change-class)");
+    check_parent(spec.id, spec.parent);
+    maps_.write_clock(spec.id, shaper_class_clock{});  // a new class starts idle, with full credit
+    maps_.write_class_config(spec.id, config);
+}
+
+ClassSpec Shaper::class_spec(uint32_t id) const
+{
+    auto config = maps_.class_config(id);
+    if (!config)
+        throw Error(dev_prefix(device_) + "no class " + std::to_string(id));
+    return class_spec_from_config(id, *config);
+}
+
+void Shaper::change_class(const ClassSpec& spec) const
+{
+    class_spec(spec.id);  // must exist
+    const shaper_class_config config = make_class_config(spec, maps_.max_classes(), default_horizon());
+    check_parent(spec.id, spec.parent);
+    maps_.write_class_config(spec.id, config);  // the clock stays: no free burst, no stall
+}
+
+void Shaper::del_class(uint32_t id) const
+{
+    class_spec(id);
+    std::string children;
+    for (const auto& [child, parent] : parents_of(maps_))
+        if (parent == id)
+            children += (children.empty() ? "" : ", ") + std::to_string(child);
+    if (!children.empty())
+        throw Error(dev_prefix(device_) + "class " + std::to_string(id) + " has children (" +
+                    children + "): delete them first");
+    if (maps_.settings().default_class == id)
+        throw Error(dev_prefix(device_) + "class " + std::to_string(id) +
+                    " is the default class (set-default --none or another class first)");
+    maps_.erase_class(id);
+}
+
+void Shaper::set_default(uint32_t id) const
+{
+    if (id)
+        class_spec(id);
+    shaper_settings settings = maps_.settings();
+    settings.default_class = id;
+    maps_.set_settings(settings);
+}
+
+DeviceStatus Shaper::status(std::chrono::nanoseconds sample) const
+{
+    DeviceStatus st;
+    st.device = device_;
+    st.present = device_.current_name() == device_.name;
+    st.mode = record_.mode;
+    const shaper_settings settings = maps_.settings();
+    st.default_class = settings.default_class;
+    st.max_classes = maps_.max_classes();
+    if (st.present) {
+        st.program_id = egress_filter_prog_id(device_.ifindex);
+        st.pacing = inspect_pacing(device_.ifindex);
+    }
+
+    const std::vector<uint32_t> ids = maps_.class_ids();
+    std::vector<ClassCounters> first;
+    first.reserve(ids.size());
+    for (uint32_t id : ids)
+        first.push_back(maps_.counters(id));
+    const uint64_t t0 = monotonic_ns();
+    if (sample.count() > 0)
+        std::this_thread::sleep_for(sample);
+    st.unclassified = maps_.counters(0);
+    const uint64_t now = monotonic_ns();
+    st.sample_ns = sample.count() > 0 ? now - t0 : 0;
+    for (size_t i = 0; i < ids.size(); i++) {
+        ClassStatus cs;
+        cs.spec = class_spec_from_config(ids[i], *maps_.class_config(ids[i]));
+        cs.counters = maps_.counters(ids[i]);
+        const uint64_t tat = maps_.clock(ids[i]).tat_ns;
+        cs.backlog_ns = tat > now ? int64_t(tat - now) : 0;
+        if (st.sample_ns)
+            cs.rate_estimate_bps = uint64_t((unsigned __int128)(cs.counters.bytes - first[i].bytes) *
+                                            8 * 1'000'000'000ull / st.sample_ns);
+        st.classes.push_back(cs);
+    }
+    return st;
+}
+
+}  // namespace shaperctl

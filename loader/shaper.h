@@ -1,0 +1,95 @@
+// The library's front door: one device's shaper, its classes and its status. Every call is
+// complete in itself (each CLI command is its own process); the state lives in pinned maps.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "loader/attach_record.h"
+#include "loader/class_config.h"
+#include "loader/device.h"
+#include "loader/fd.h"
+#include "loader/maps.h"
+#include "loader/qdisc.h"
+
+namespace shaperctl {
+
+struct AttachOptions {
+    uint32_t mode = SHAPER_MODE_EDT;
+    FqOptions fq;
+    uint32_t max_classes = 0;  // 0: SHAPER_DEFAULT_MAX_CLASSES
+};
+
+enum class AttachOutcome { Attached, Upgraded, AlreadyAttached };
+
+struct ClassStatus {
+    ClassSpec spec;
+    ClassCounters counters;
+    int64_t backlog_ns = 0;          // how far the class clock runs ahead of now (0 when idle)
+    uint64_t rate_estimate_bps = 0;  // charged bits over the sampling interval
+};
+
+struct DeviceStatus {
+    Device device;
+    bool present = true;  // false: the device was deleted while attached
+    uint32_t mode = 0;
+    uint32_t program_id = 0;
+    bool uses_set_tstamp = false;
+    PacingSetup pacing;
+    uint32_t default_class = 0;
+    uint32_t max_classes = 0;
+    ClassCounters unclassified;
+    uint64_t sample_ns = 0;
+    std::vector<ClassStatus> classes;
+};
+
+struct ManagedDevice {
+    std::string name;  // current name, or the name at attach time when the device is gone
+    int ifindex = 0;
+    uint64_t netns = 0;
+    uint32_t mode = 0;
+    bool present = false;
+};
+
+class Shaper {
+public:
+    static AttachOutcome attach(const std::string& dev, const AttachOptions& options);
+    static void detach(const std::string& dev);
+    static std::vector<ManagedDevice> list();
+
+    // An attached device; Error "device X is not attached" otherwise.
+    static Shaper open(const std::string& dev);
+
+    void add_class(const ClassSpec& spec) const;
+    void change_class(const ClassSpec& spec) const;  // a full spec: read class() first
+    void del_class(uint32_t id) const;
+    ClassSpec class_spec(uint32_t id) const;
+    void set_default(uint32_t id) const;  // 0: none
+    // Counters are read twice, `sample` apart, for the rate estimate.
+    DeviceStatus status(std::chrono::nanoseconds sample) const;
+
+    const Device& device() const { return device_; }
+    const ShaperMaps& maps() const { return maps_; }
+
+private:
+    Shaper(Device device, AttachRecord record, ShaperMaps maps, Fd lock)
+        : device_(std::move(device)), record_(std::move(record)), maps_(std::move(maps)),
+          lock_(std::move(lock)) {}
+    void check_parent(uint32_t id, uint32_t parent) const;
+    uint64_t default_horizon() const;
+
+    Device device_;
+    AttachRecord record_;
+    ShaperMaps maps_;
+    Fd lock_;  // held for the object's life: one shaperctl at a time changes a device
+};
+
+// Error when the process lacks CAP_BPF/CAP_SYS_ADMIN or CAP_NET_ADMIN.
+void require_privileges();
+
+const char* mode_name(uint32_t mode);
+
+}  // namespace shaperctl

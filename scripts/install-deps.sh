@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs every build, test and demo dependency from Debian packages. Idempotent:
+# packages already present are skipped, so a second run costs one dpkg query.
+set -euo pipefail
+
+packages=(
+  # build
+  cmake make g++ clang llvm pkg-config
+  libbpf-dev bpftool libelf-dev zlib1g-dev
+  libcli11-dev nlohmann-json3-dev libmnl-dev libcpp-httplib-dev
+  googletest libgtest-dev libgmock-dev
+  # tests and demo on this host
+  iproute2 iperf3 iputils-ping ethtool
+  # the stock-kernel VM harness
+  qemu-system-x86 busybox-static cpio kmod zstd xz-utils
+  # benchmarks
+  gnuplot-nox jq
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "install-deps: done"

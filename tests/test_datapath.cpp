@@ -1,0 +1,360 @@
+// Exact datapath behaviour through BPF_PROG_TEST_RUN on the host kernel.
+#include <bpf/bpf.h>
+#include <gtest/gtest.h>
+#include <linux/if_ether.h>
+#include <linux/ip.h>
+#include <linux/tcp.h>
+#include <netinet/in.h>
+
+#include <array>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "charge.h"
+#include "loader/class_config.h"
+#include "loader/maps.h"
+#include "loader/program.h"
+
+using namespace shaperctl;
+
+namespace {
+
+constexpr int kTcActOk = 0;
+constexpr int kTcActShot = 2;
+constexpr uint64_t kSec = 1'000'000'000ull;
+
+// An Ethernet + IPv4 + TCP frame: the program reads lengths from the context, not the bytes.
+std::array<uint8_t, 54> tcp_frame()
+{
+    std::array<uint8_t, 54> frame{};
+    auto* eth = reinterpret_cast<ethhdr*>(frame.data());
+    eth->h_proto = htons(ETH_P_IP);
+    auto* ip = reinterpret_cast<iphdr*>(frame.data() + sizeof(ethhdr));
+    ip->version = 4;
+    ip->ihl = 5;
+    ip->protocol = IPPROTO_TCP;
+    ip->tot_len = htons(40);
+    return frame;
+}
+
+struct Verdict {
+    int action;
+    uint64_t tstamp;
+};
+
+class Datapath : public ::testing::Test {
+protected:
+    void SetUp() override
+    {
+        program_ = std::make_unique<Program>(Program::load({}));
+        maps_ = std::make_unique<ShaperMaps>(ShaperMaps::of(*program_));
+        set_default_class(1);
+    }
+
+    void set_default_class(uint32_t id, uint32_t mode = SHAPER_MODE_EDT)
+    {
+        shaper_settings settings{};
+        settings.default_class = id;
+        settings.mode = mode;
+        settings.abi_version = SHAPER_ABI_VERSION;
+        maps_->set_settings(settings);
+    }
+
+    void add_class(const ClassSpec& spec)
+    {
+        maps_->write_class_config(spec.id,
+                                  make_class_config(spec, maps_->max_classes(), 2 * kSec));
+    }
+
+    // Puts a class's clock `ahead_ns` in the future so stamps don't depend on when runs happen.
+    uint64_t backlog_class(uint32_t id, uint64_t ahead_ns)
+    {
+        shaper_class_clock clock{};
+        clock.tat_ns = now_ns() + ahead_ns;
+        maps_->write_clock(id, clock);
+        return clock.tat_ns;
+    }
+
+    static uint64_t now_ns()
+    {
+        timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return ts.tv_sec * kSec + ts.tv_nsec;
+    }
+
+    Verdict run(uint32_t wire_len, uint32_t segs, uint64_t tstamp = 0, uint32_t repeat = 1)
+    {
+        auto frame = tcp_frame();
+        __sk_buff ctx{};
+        ctx.wire_len = wire_len;
+        ctx.gso_segs = segs;
+        ctx.gso_size = segs > 1 ? 1448 : 0;
+        ctx.tstamp = tstamp;
+        LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = frame.data(),
+                    .data_size_in = static_cast<uint32_t>(frame.size()), .ctx_in = &ctx,
+                    .ctx_out = &ctx, .ctx_size_in = sizeof ctx, .ctx_size_out = sizeof ctx,
+                    .repeat = static_cast<int>(repeat));
+        int err = bpf_prog_test_run_opts(program_->prog_fd(), &opts);
+        EXPECT_EQ(err, 0) << strerror(errno);
+        return {static_cast<int>(opts.retval), ctx.tstamp};
+    }
+
+    std::unique_ptr<Program> program_;
+    std::unique_ptr<ShaperMaps> maps_;
+};
+
+// BPF_PROG_TEST_RUN refuses wire_len above 65536 (GSO_LEGACY_MAX_SIZE), so a 44 x 1502-byte
+// packet (66088) cannot be run; 44 segments of gso_size 1435 (65516 bytes) can. The full-size
+// packet is checked on the same arithmetic below (shaper_packet_cost is the datapath's code).
+TEST_F(Datapath, GsoPacketCostsEverySegmentWithItsOverhead)
+{
+    // 8 Mbit: one byte per microsecond, so costs map to whole nanoseconds.
+    add_class({.id = 1, .rate_bps = 8'000'000, .overhead = 24});
+    const uint64_t tat = backlog_class(1, kSec);
+    const uint32_t segs = 44, seg_wire = 1435 + 54;
+    Verdict first = run(segs * seg_wire, segs);
+    Verdict second = run(segs * seg_wire, segs);
+    ASSERT_EQ(first.action, kTcActOk);
+    EXPECT_EQ(first.tstamp, tat);
+    EXPECT_EQ(second.tstamp - first.tstamp, uint64_t(segs) * (seg_wire + 24) * 1000);
+    ClassCounters c = maps_->counters(1);
+    EXPECT_EQ(c.packets, 2u);
+    EXPECT_EQ(c.segments, 2u * segs);
+    EXPECT_EQ(c.bytes, 2ull * segs * (seg_wire + 24));
+    EXPECT_EQ(shaper_packet_cost(44 * (1448 + 54), 44, 24, 0), 44u * (1448 + 54 + 24));
+}
+
+TEST_F(Datapath, BurstLeavesAtOnceThenTheDebtDelays)
+{
+    add_class({.id = 1, .rate_bps = 8'000'000, .burst_bytes = 10'000});  // 10 ms of credit
+    const uint64_t before = now_ns();
+    // 1000-byte packets: the first 11 (burst + the one that takes the last credit) leave now.
+    std::vector<uint64_t> stamps;
+    for (int i = 0; i < 13; i++) {
+        Verdict v = run(1000, 1);
+        ASSERT_EQ(v.action, kTcActOk);
+        stamps.push_back(v.tstamp);
+    }
+    const uint64_t after = now_ns();
+    for (int i = 0; i < 11; i++) {
+        EXPECT_GE(stamps[i], before);
+        EXPECT_LE(stamps[i], after) << "packet " << i << " should leave at once";
+    }
+    // Clock after 11 packets: t0 + 11 ms; minus 10 ms of burst: t0 + 1 ms, then + 1 ms each.
+    EXPECT_EQ(stamps[11] - stamps[0], 1'000'000u);
+    EXPECT_EQ(stamps[12] - stamps[0], 2'000'000u);
+}
+
+TEST_F(Datapath, PacketLargerThanBurstLeavesAndTakesDebt)
+{
+    add_class({.id = 1, .rate_bps = 8'000'000, .burst_bytes = 1000});
+    Verdict big = run(9000, 1);
+    Verdict next = run(100, 1);
+    ASSERT_EQ(big.action, kTcActOk);
+    EXPECT_LE(big.tstamp, now_ns());
+    EXPECT_EQ(next.tstamp - big.tstamp, 8'000'000u);  // 9000 us of debt less 1000 us of burst
+}
+
+TEST_F(Datapath, LaterOwnTimestampIsKeptEarlierOneIsNot)
+{
+    add_class({.id = 1, .rate_bps = 8'000'000});
+    const uint64_t tat = backlog_class(1, kSec);
+    Verdict later = run(100, 1, tat + 3 * kSec);
+    EXPECT_EQ(later.tstamp, tat + 3 * kSec);
+    Verdict earlier = run(100, 1, tat - kSec / 2);
+    EXPECT_EQ(earlier.tstamp, tat + 100'000);  // the class clock wins
+    // A realtime receive stamp (seconds since 1970) on a forwarded packet is not a pacing time.
+    Verdict realtime = run(100, 1, 1'700'000'000ull * kSec);
+    EXPECT_EQ(realtime.tstamp, tat + 200'000);
+}
+
+TEST_F(Datapath, NeverEarlierThanNow)
+{
+    add_class({.id = 1, .rate_bps = 400'000'000'000ull});
+    const uint64_t before = now_ns();
+    Verdict v = run(1500, 1);
+    EXPECT_GE(v.tstamp, before);
+    EXPECT_LE(v.tstamp, now_ns());
+}
+
+TEST_F(Datapath, BeyondHorizonIsDroppedCountedAndNotCharged)
+{
+    add_class({.id = 1, .rate_bps = 8'000'000, .horizon_ns = 10'000'000});
+    const uint64_t tat = backlog_class(1, kSec);
+    Verdict v = run(1000, 1);
+    EXPECT_EQ(v.action, kTcActShot);
+    EXPECT_EQ(maps_->clock(1).tat_ns, tat);
+    ClassCounters c = maps_->counters(1);
+    EXPECT_EQ(c.drops_horizon, 1u);
+    EXPECT_EQ(c.packets, 0u);
+}
+
+TEST_F(Datapath, LargePacketsAtExtremeRatesDoNotOverflow)
+{
+    // 8 kbit: a 64 KB packet is 65.536 s of clock, exactly.
+    add_class({.id = 1, .rate_bps = 8'000, .horizon_ns = SHAPER_HORIZON_MAX_NS});
+    const uint64_t before = now_ns();
+    ASSERT_EQ(run(65536, 45).action, kTcActOk);
+    shaper_class_clock clock = maps_->clock(1);
+    EXPECT_GE(clock.tat_ns, before + 65'536'000'000'000ull / 1000);
+    EXPECT_LE(clock.tat_ns, now_ns() + 65'536'000'000'000ull / 1000);
+    EXPECT_EQ(clock.frac & 0xffffffffu, 0u);
+
+    // 400 Gbit: 65536 bytes are 1310.72 ns; the 0.72 ns is carried, not lost.
+    add_class({.id = 2, .rate_bps = 400'000'000'000ull});
+    set_default_class(2);
+    const uint64_t tat = backlog_class(2, kSec);
+    ASSERT_EQ(run(65536, 45).action, kTcActOk);
+    clock = maps_->clock(2);
+    EXPECT_EQ(clock.tat_ns, tat + 1310);
+    // Per-byte time is rounded up by < 2^-32 ns: 65536 bytes add < 1.6e-5 ns.
+    EXPECT_NEAR(double(clock.frac & 0xffffffffu) / 4294967296.0, 0.72, 2e-5);
+
+    // 512 KB (BIG TCP) on the shared arithmetic, against 128-bit references.
+    for (uint64_t rate : {8'000ull, 1'000'000ull, 1'000'000'007ull, 400'000'000'000ull}) {
+        for (uint32_t len : {64u, 65536u, 524288u}) {
+            const uint64_t fp = ns_per_byte_fp(rate);
+            uint32_t frac = 0;
+            const uint64_t whole = shaper_cost_time(len, fp, &frac);
+            const unsigned __int128 exact = (unsigned __int128)len * fp;
+            EXPECT_EQ(whole, uint64_t(exact >> 32)) << rate << " " << len;
+            EXPECT_EQ(frac, uint32_t(exact)) << rate << " " << len;
+            const double seconds = double(len) * 8 / double(rate);
+            EXPECT_NEAR(double(whole) / 1e9, seconds, seconds * 1e-9 + 1e-9);
+        }
+    }
+}
+
+TEST_F(Datapath, OverheadNegativeOverheadAndMpu)
+{
+    add_class({.id = 1, .rate_bps = 8'000'000, .overhead = 24});
+    run(100, 1);
+    EXPECT_EQ(maps_->counters(1).bytes, 124u);
+    add_class({.id = 2, .rate_bps = 8'000'000, .overhead = -20});
+    set_default_class(2);
+    run(100, 4);
+    EXPECT_EQ(maps_->counters(2).bytes, 20u);  // 100 - 4 x 20
+    add_class({.id = 3, .rate_bps = 8'000'000, .overhead = 4, .mpu = 64});
+    set_default_class(3);
+    run(100, 2);  // 2 x 54 bytes each counted at 64
+    EXPECT_EQ(maps_->counters(3).bytes, 128u);
+    run(200, 2);  // 2 x 104: above the minimum
+    EXPECT_EQ(maps_->counters(3).bytes, 128u + 208u);
+    EXPECT_EQ(shaper_packet_cost(100, 4, -64, 0), 4u);  // never below a byte per segment
+}
+
+TEST_F(Datapath, HierarchyChargesEveryLevelAndDepartsAtTheLatest)
+{
+    const uint64_t horizon = 10 * kSec;
+    add_class({.id = 10, .rate_bps = 15'000'000, .horizon_ns = horizon});
+    add_class({.id = 1, .rate_bps = 10'000'000, .parent = 10, .horizon_ns = horizon});
+    add_class({.id = 2, .rate_bps = 10'000'000, .parent = 10, .horizon_ns = horizon});
+    const uint64_t parent_tat = backlog_class(10, 2 * kSec);
+    const uint64_t child_tat = backlog_class(1, kSec);
+
+    Verdict v = run(1500, 1);  // the parent is further behind: its departure holds
+    EXPECT_EQ(v.tstamp, parent_tat);
+    EXPECT_EQ(maps_->clock(10).tat_ns, parent_tat + 800'000);   // 1500 B at 15 Mbit
+    EXPECT_EQ(maps_->clock(1).tat_ns, child_tat + 1'200'000);   // 1500 B at 10 Mbit
+
+    set_default_class(2);  // the sibling shares the parent's clock
+    const uint64_t sibling_tat = backlog_class(2, 3 * kSec);
+    v = run(1500, 1);
+    EXPECT_EQ(v.tstamp, sibling_tat);  // now the child is the latest
+    EXPECT_EQ(maps_->clock(10).tat_ns, parent_tat + 1'600'000);
+    EXPECT_EQ(maps_->counters(10).packets, 2u);
+    EXPECT_EQ(maps_->counters(1).packets, 1u);
+    EXPECT_EQ(maps_->counters(2).packets, 1u);
+}
+
+TEST_F(Datapath, FiveLevelsAreAllCharged)
+{
+    for (uint32_t id = 1; id <= 5; id++)
+        add_class({.id = id, .rate_bps = 8'000'000 * id, .parent = id < 5 ? id + 1 : 0});
+    run(1000, 1);
+    for (uint32_t id = 1; id <= 5; id++) {
+        EXPECT_EQ(maps_->counters(id).packets, 1u) << "level " << id;
+        EXPECT_GT(maps_->clock(id).tat_ns, 0u) << "level " << id;
+    }
+}
+
+TEST_F(Datapath, ConcurrentChargesAreConserved)
+{
+    // 300 Mbit: 64 bytes are 1706.67 ns, so the sub-ns carry is exercised on every packet.
+    add_class({.id = 1, .rate_bps = 300'000'000, .horizon_ns = SHAPER_HORIZON_MAX_NS});
+    const uint64_t tat = backlog_class(1, 10 * kSec);
+    constexpr uint32_t kThreads = 2, kRepeat = 1'000'000;
+    std::vector<std::thread> threads;
+    std::vector<uint32_t> ns_per_packet(kThreads);
+    for (uint32_t t = 0; t < kThreads; t++)
+        threads.emplace_back([&, t] {
+            auto frame = tcp_frame();
+            __sk_buff ctx{};
+            ctx.wire_len = 64;
+            LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = frame.data(),
+                        .data_size_in = static_cast<uint32_t>(frame.size()), .ctx_in = &ctx,
+                        .ctx_size_in = sizeof ctx, .repeat = kRepeat);
+            EXPECT_EQ(bpf_prog_test_run_opts(program_->prog_fd(), &opts), 0);
+            ns_per_packet[t] = opts.duration;
+        });
+    for (auto& t : threads)
+        t.join();
+
+    const unsigned __int128 total = (unsigned __int128)kThreads * kRepeat * 64 * ns_per_byte_fp(300'000'000);
+    shaper_class_clock clock = maps_->clock(1);
+    EXPECT_EQ(clock.tat_ns - tat, uint64_t(total >> 32));
+    EXPECT_EQ(uint32_t(clock.frac), uint32_t(total));
+    ClassCounters c = maps_->counters(1);
+    EXPECT_EQ(c.packets, uint64_t(kThreads) * kRepeat);
+    EXPECT_EQ(c.bytes, uint64_t(kThreads) * kRepeat * 64);
+    EXPECT_EQ(c.drops_horizon, 0u);
+    std::printf("test_run duration, 1 class, 2 threads: %u and %u ns/packet\n", ns_per_packet[0],
+                ns_per_packet[1]);
+}
+
+TEST_F(Datapath, RateChangeSwitchesSpacingWithoutResettingTheClock)
+{
+    add_class({.id = 1, .rate_bps = 8'000'000});
+    const uint64_t tat = backlog_class(1, kSec);
+    Verdict a = run(1000, 1);
+    Verdict b = run(1000, 1);
+    EXPECT_EQ(a.tstamp, tat);
+    EXPECT_EQ(b.tstamp - a.tstamp, 1'000'000u);
+    add_class({.id = 1, .rate_bps = 16'000'000});  // change-class: config only
+    Verdict c = run(1000, 1);
+    Verdict d = run(1000, 1);
+    EXPECT_EQ(c.tstamp - b.tstamp, 1'000'000u);  // b's charge was made at the old rate
+    EXPECT_EQ(d.tstamp - c.tstamp, 500'000u);    // the new rate from the next packet on
+}
+
+TEST_F(Datapath, UnclassifiedPacketsPassUnshapedAndAreCounted)
+{
+    set_default_class(0);
+    Verdict v = run(1000, 2, 0);
+    EXPECT_EQ(v.action, kTcActOk);
+    EXPECT_EQ(v.tstamp, 0u);
+    set_default_class(7);  // a default class that is not configured counts the same
+    run(500, 1, 0);
+    ClassCounters c = maps_->counters(0);
+    EXPECT_EQ(c.packets, 2u);
+    EXPECT_EQ(c.segments, 3u);
+    EXPECT_EQ(c.bytes, 1500u);
+}
+
+TEST_F(Datapath, PoliceModeDropsBeyondTheHorizonAndDoesNotStamp)
+{
+    set_default_class(1, SHAPER_MODE_POLICE);
+    add_class({.id = 1, .rate_bps = 8'000'000, .horizon_ns = 5'000'000});  // 5 KB of tolerance
+    int passed = 0, dropped = 0;
+    for (int i = 0; i < 20; i++) {
+        Verdict v = run(1000, 1, 0);
+        EXPECT_EQ(v.tstamp, 0u);
+        (v.action == kTcActOk ? passed : dropped)++;
+    }
+    EXPECT_EQ(passed, 6);  // the packet at now, then 5 ms of tolerance at 1 ms each
+    EXPECT_EQ(dropped, 14);
+    EXPECT_EQ(maps_->counters(1).drops_horizon, 14u);
+}
+
+}  // namespace
