@@ -19,6 +19,13 @@ void ensure_bpffs()
     struct statfs fs {};
     if (statfs("/sys/fs/bpf", &fs) == 0 && fs.f_type == BPF_FS_MAGIC)
         return;
+    // `ip netns exec` gives its command a private mount namespace with a fresh /sys: a bpffs
+    // mounted there would vanish, and the pins with it, when the command exits.
+    struct stat self_ns {}, init_ns {};
+    if (stat("/proc/self/ns/mnt", &self_ns) == 0 && stat("/proc/1/ns/mnt", &init_ns) == 0 &&
+        self_ns.st_ino != init_ns.st_ino)
+        throw Error("/sys/fs/bpf is not a BPF filesystem in this mount namespace (under `ip netns "
+                    "exec`, use shaperctl --netns NAME instead)");
     mkdir("/sys/fs/bpf", 0700);
     if (mount("bpf", "/sys/fs/bpf", "bpf", 0, "mode=0700"))
         throw Error(errno_message("cannot mount the BPF filesystem at /sys/fs/bpf", errno));

@@ -1,6 +1,9 @@
 #include "loader/device.h"
 
+#include <fcntl.h>
 #include <net/if.h>
+#include <sched.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
 #include <cerrno>
@@ -15,6 +18,21 @@ uint64_t current_netns()
     if (stat("/proc/self/ns/net", &st))
         throw Error(errno_message("cannot read the network namespace (/proc/self/ns/net)", errno));
     return st.st_ino;
+}
+
+void enter_netns(const std::string& name)
+{
+    if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..")
+        throw Error("bad network namespace name \"" + name + "\"");
+    const std::string path = "/run/netns/" + name;
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        throw Error(errno_message("unknown network namespace \"" + name + "\"", errno));
+    int err = setns(fd, CLONE_NEWNET);
+    int saved = errno;
+    ::close(fd);
+    if (err)
+        throw Error(errno_message("cannot enter network namespace \"" + name + "\"", saved));
 }
 
 Device Device::resolve(const std::string& name)

@@ -28,4 +28,8 @@ constexpr const char* kRunRoot = "/run/shaperctl";
 
 uint64_t current_netns();
 
+// Moves the process into a named network namespace (/run/netns/NAME, as `ip -n` does), keeping
+// its mount namespace: the pins stay on the host's bpffs.
+void enter_netns(const std::string& name);
+
 }  // namespace shaperctl

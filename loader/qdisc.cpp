@@ -306,17 +306,6 @@ Reply replace_qdisc(RouteSocket& sock, const Link& link, uint32_t parent, uint32
     return sock.request(request);
 }
 
-Reply delete_root(RouteSocket& sock, const Link& link, uint32_t handle)
-{
-    Request request(RTM_DELQDISC, 0);
-    auto& tcm = request.family_header<tcmsg>();
-    tcm.tcm_family = AF_UNSPEC;
-    tcm.tcm_ifindex = link.ifindex;
-    tcm.tcm_parent = TC_H_ROOT;
-    tcm.tcm_handle = handle;  // the kernel refuses if the root is no longer this one
-    return sock.request(request);
-}
-
 std::string handle_text(uint32_t handle)
 {
     char text[16];
@@ -324,28 +313,61 @@ std::string handle_text(uint32_t handle)
     return text;
 }
 
+// The options a qdisc dumps, made fit to create it again. htb dumps its full version (0x30011)
+// in TCA_HTB_INIT but wants only the major (3) when created.
+std::vector<uint8_t> creatable_options(const Qdisc& q)
+{
+    std::vector<uint8_t> options = q.options;
+    if (q.kind != "htb")
+        return options;
+    uint8_t* const end = options.data() + options.size();
+    for (auto* attr = reinterpret_cast<nlattr*>(options.data());
+         mnl_attr_ok(attr, static_cast<int>(end - reinterpret_cast<uint8_t*>(attr)));
+         attr = mnl_attr_next(attr)) {
+        if (mnl_attr_get_type(attr) != TCA_HTB_INIT ||
+            mnl_attr_get_payload_len(attr) < sizeof(tc_htb_glob))
+            continue;
+        auto* glob = static_cast<tc_htb_glob*>(mnl_attr_get_payload(attr));
+        if (glob->version > 0xffff)
+            glob->version >>= 16;
+    }
+    return options;
+}
+
+// Without a root of its own, the kernel attaches its default one (on a device that is down:
+// when it comes up).
+void delete_root(RouteSocket& sock, const Link& link, const Qdisc& root)
+{
+    Request request(RTM_DELQDISC, 0);
+    auto& tcm = request.family_header<tcmsg>();
+    tcm.tcm_family = AF_UNSPEC;
+    tcm.tcm_ifindex = link.ifindex;
+    tcm.tcm_parent = TC_H_ROOT;
+    tcm.tcm_handle = root.handle;  // the kernel refuses if the root is no longer this one
+    Reply reply = sock.request(request);
+    if (reply.err)
+        throw Error(link.dev() + ": cannot delete root qdisc " + root.kind + " (handle " +
+                    handle_text(root.handle) + "): " + describe(reply));
+}
+
 void restore(RouteSocket& sock, const Link& link, const std::optional<Qdisc>& prior)
 {
-    std::optional<Qdisc> current = root_of(dump_qdiscs(sock, link));
-    const bool current_is_default = !current || current->handle == 0;
-
+    const std::optional<Qdisc> current = root_of(dump_qdiscs(sock, link));
     if (!prior || prior->handle == 0) {
-        if (current_is_default)
-            return;
-        // Without a root of its own, the kernel attaches its default one (on a device that
-        // is down: when it comes up).
-        Reply reply = delete_root(sock, link, current->handle);
-        if (reply.err)
-            throw Error(link.dev() + ": cannot delete root qdisc " + current->kind + " " +
-                        handle_text(current->handle) + ": " + describe(reply));
+        if (current && current->handle != 0)
+            delete_root(sock, link, *current);
         return;
     }
-    if (current && current->kind == prior->kind && current->handle == prior->handle)
-        return;
-    Reply reply = replace_qdisc(sock, link, TC_H_ROOT, prior->handle, prior->kind, prior->options);
+    if (current && current->handle == prior->handle) {
+        if (current->kind == prior->kind)
+            return;
+        delete_root(sock, link, *current);  // the kernel would not change it into another kind
+    }
+    Reply reply =
+        replace_qdisc(sock, link, TC_H_ROOT, prior->handle, prior->kind, creatable_options(*prior));
     if (reply.err)
-        throw Error(link.dev() + ": cannot re-create root qdisc " + prior->kind + " " +
-                    handle_text(prior->handle) + ": " + describe(reply));
+        throw Error(link.dev() + ": cannot re-create root qdisc " + prior->kind + " (handle " +
+                    handle_text(prior->handle) + "): " + describe(reply));
 }
 
 std::vector<uint8_t> fq_options(const FqOptions& options)

@@ -181,8 +181,7 @@ AttachOutcome Shaper::attach(const std::string& dev, const AttachOptions& option
         try {
             install_fq(device.ifindex, options.fq);
         } catch (const Error& e) {
-            throw Error(dev_prefix(device) + e.what() +
-                        " (attach --mode police shapes by dropping instead)");
+            throw Error(std::string(e.what()) + " (attach --mode police shapes by dropping instead)");
         }
         record.installed_fq = true;
         rollback.add([&] { restore_root(device.ifindex, record.prior_root); });
@@ -211,6 +210,12 @@ void Shaper::detach(const std::string& dev)
         remove_tree(device.pin_dir());
     }
     remove_tree(device.run_dir());
+    // The namespace's and the root directories go too once empty (rmdir refuses otherwise).
+    for (const std::string& dir : {device.pin_dir(), device.run_dir()}) {
+        const std::string ns_dir = dir.substr(0, dir.rfind('/'));
+        rmdir(ns_dir.c_str());
+        rmdir(ns_dir.substr(0, ns_dir.rfind('/')).c_str());
+    }
 }
 
 std::vector<ManagedDevice> Shaper::list()

@@ -1,0 +1,194 @@
+// shaperctl: parses the command line and prints; the work happens in loader/.
+#include <CLI/CLI.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <optional>
+#include <string>
+
+#include "loader/device.h"
+#include "loader/error.h"
+#include "loader/shaper.h"
+#include "output.h"
+#include "units.h"
+
+using namespace shaperctl;
+
+namespace {
+
+// Class options as typed; each is parsed (and its token named in errors) only when given.
+struct ClassOptions {
+    std::string id, rate, burst, parent, overhead, mpu, horizon;
+
+    void add_to(CLI::App* cmd, bool rate_required)
+    {
+        cmd->add_option("--id", id, "class id (1 to max-classes - 1)")->required();
+        auto* r = cmd->add_option("--rate", rate, "wire rate: 100kbit, 20mbit, 1.5gbit, 10mbps (bytes/s)");
+        if (rate_required)
+            r->required();
+        cmd->add_option("--burst", burst, "bytes sent at once after idle: 64kb, 1500b (default 0)");
+        cmd->add_option("--parent", parent, "parent class id; 0 for none");
+        cmd->add_option("--overhead", overhead, "bytes added per segment, -64 to 256 (24: Ethernet L1)");
+        cmd->add_option("--mpu", mpu, "minimum bytes charged per segment");
+        cmd->add_option("--horizon", horizon, "largest queueing delay accepted: 2s, 50ms");
+    }
+
+    // Fields given on the command line replace those of `spec`.
+    ClassSpec apply(ClassSpec spec) const
+    {
+        spec.id = uint32_t(parse_int(id, 1, UINT32_MAX, "class id"));
+        if (!rate.empty())
+            spec.rate_bps = parse_rate(rate);
+        if (!burst.empty())
+            spec.burst_bytes = parse_size(burst, SHAPER_BURST_MAX_BYTES);
+        if (!parent.empty())
+            spec.parent = uint32_t(parse_int(parent, 0, UINT32_MAX, "parent id"));
+        if (!overhead.empty())
+            spec.overhead = int32_t(parse_int(overhead, SHAPER_OVERHEAD_MIN, SHAPER_OVERHEAD_MAX, "overhead"));
+        if (!mpu.empty())
+            spec.mpu = uint32_t(parse_size(mpu, SHAPER_MPU_MAX));
+        if (!horizon.empty())
+            spec.horizon_ns = parse_time(horizon);
+        return spec;
+    }
+};
+
+uint32_t parse_mode(const std::string& mode)
+{
+    if (mode == "edt")
+        return SHAPER_MODE_EDT;
+    if (mode == "police")
+        return SHAPER_MODE_POLICE;
+    throw Error("bad mode \"" + mode + "\" (use edt or police)");
+}
+
+void print_json(const nlohmann::ordered_json& j)
+{
+    std::cout << j.dump(2) << std::endl;
+}
+
+}  // namespace
+
+int main(int argc, char** argv)
+{
+    CLI::App app{"shaperctl: exact, low-latency egress shaping with eBPF and sch_fq"};
+    app.require_subcommand(1);
+    std::string dev, netns;
+    app.add_option("-n,--netns", netns, "network namespace of the device (/run/netns/NAME, as ip -n)");
+
+    auto* attach = app.add_subcommand("attach", "start shaping a device (tc clsact egress + fq)");
+    std::string mode = "edt", fq_horizon = "10s", fq_flow_limit, fq_limit, max_classes;
+    attach->add_option("--dev", dev, "network device")->required();
+    attach->add_option("--mode", mode, "edt (pace with sch_fq) or police (drop beyond the horizon)");
+    attach->add_option("--fq-horizon", fq_horizon, "sch_fq horizon: departure times further ahead are dropped");
+    attach->add_option("--fq-flow-limit", fq_flow_limit, "sch_fq packets per flow (kernel default 100)");
+    attach->add_option("--fq-limit", fq_limit, "sch_fq packets in all (kernel default 10000)");
+    attach->add_option("--max-classes", max_classes, "class id capacity, fixed at first attach (default 16384)");
+
+    auto* detach = app.add_subcommand("detach", "stop shaping; restore the prior qdisc, remove every pin");
+    detach->add_option("--dev", dev, "network device")->required();
+
+    ClassOptions add_opts, change_opts;
+    auto* add = app.add_subcommand("add-class", "create a class");
+    add->add_option("--dev", dev, "network device")->required();
+    add_opts.add_to(add, true);
+    auto* change = app.add_subcommand("change-class", "change a class; its clock carries on");
+    change->add_option("--dev", dev, "network device")->required();
+    change_opts.add_to(change, false);
+
+    std::string del_id;
+    auto* del = app.add_subcommand("del-class", "delete a class without children");
+    del->add_option("--dev", dev, "network device")->required();
+    del->add_option("--id", del_id, "class id")->required();
+
+    std::string default_id;
+    bool no_default = false;
+    auto* set_default = app.add_subcommand("set-default", "the class of packets no rule matches");
+    set_default->add_option("--dev", dev, "network device")->required();
+    auto* class_opt = set_default->add_option("--class", default_id, "class id");
+    auto* none_opt = set_default->add_flag("--none", no_default, "unclassified packets pass unshaped");
+    class_opt->excludes(none_opt);
+
+    bool json = false;
+    std::string sample = "200ms";
+    auto* status = app.add_subcommand("status", "configuration, counters and rates of a device");
+    status->add_option("--dev", dev, "network device")->required();
+    status->add_flag("--json", json, "print JSON (schema in README.md)");
+    status->add_option("--sample", sample, "interval over which rates are measured (0 for none)");
+
+    auto* list = app.add_subcommand("list", "every device shaperctl manages");
+    list->add_flag("--json", json, "print JSON");
+
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::CallForHelp& e) {
+        return app.exit(e);
+    } catch (const CLI::CallForAllHelp& e) {
+        return app.exit(e);
+    } catch (const CLI::ParseError& e) {
+        std::fprintf(stderr, "shaperctl: %s (see shaperctl --help)\n", e.what());
+        return 2;
+    }
+
+    try {
+        if (!netns.empty())
+            enter_netns(netns);
+        if (*attach) {
+            AttachOptions options;
+            options.mode = parse_mode(mode);
+            options.fq.horizon_ns = parse_time(fq_horizon);
+            if (!fq_flow_limit.empty())
+                options.fq.flow_limit = uint32_t(parse_int(fq_flow_limit, 1, UINT32_MAX, "fq flow limit"));
+            if (!fq_limit.empty())
+                options.fq.limit = uint32_t(parse_int(fq_limit, 1, UINT32_MAX, "fq limit"));
+            if (!max_classes.empty())
+                options.max_classes = uint32_t(parse_int(max_classes, 2, SHAPER_LIMIT_MAX_CLASSES, "max classes"));
+            switch (Shaper::attach(dev, options)) {
+            case AttachOutcome::Attached:
+                std::printf("attached to %s (%s mode)\n", dev.c_str(), mode_name(options.mode));
+                break;
+            case AttachOutcome::Upgraded:
+                std::printf("%s: program upgraded in place; classes and clocks kept\n", dev.c_str());
+                break;
+            case AttachOutcome::AlreadyAttached:
+                std::printf("%s: already attached with this program; nothing changed\n", dev.c_str());
+                break;
+            }
+        } else if (*detach) {
+            Shaper::detach(dev);
+            std::printf("detached from %s\n", dev.c_str());
+        } else if (*add) {
+            ClassSpec spec = add_opts.apply({});
+            Shaper::open(dev).add_class(spec);
+        } else if (*change) {
+            ClassSpec probe = change_opts.apply({});  // validates the id and every given field
+            const Shaper shaper = Shaper::open(dev);
+            shaper.change_class(change_opts.apply(shaper.class_spec(probe.id)));
+        } else if (*del) {
+            Shaper::open(dev).del_class(uint32_t(parse_int(del_id, 1, UINT32_MAX, "class id")));
+        } else if (*set_default) {
+            if (!no_default && default_id.empty())
+                throw Error("set-default needs --class N or --none");
+            uint32_t id = no_default ? 0 : uint32_t(parse_int(default_id, 1, UINT32_MAX, "class id"));
+            Shaper::open(dev).set_default(id);
+        } else if (*status) {
+            const auto interval = std::chrono::nanoseconds(sample == "0" ? 0 : parse_time(sample));
+            const DeviceStatus st = Shaper::open(dev).status(interval);
+            if (json)
+                print_json(status_json(st));
+            else
+                std::cout << status_table(st);
+        } else if (*list) {
+            const auto devices = Shaper::list();
+            if (json)
+                print_json(list_json(devices));
+            else
+                std::cout << list_table(devices);
+        }
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "shaperctl: %s\n", e.what());
+        return 1;
+    }
+    return 0;
+}

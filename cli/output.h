@@ -1,0 +1,19 @@
+// What shaperctl prints: the status JSON schema (documented in README.md; keep it stable) and
+// the aligned tables people read.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "loader/shaper.h"
+
+namespace shaperctl {
+
+nlohmann::ordered_json status_json(const DeviceStatus& status);
+std::string status_table(const DeviceStatus& status);
+
+nlohmann::ordered_json list_json(const std::vector<ManagedDevice>& devices);
+std::string list_table(const std::vector<ManagedDevice>& devices);
+
+}  // namespace shaperctl
