@@ -120,6 +120,22 @@ int main(int argc, char** argv)
     auto* list = app.add_subcommand("list", "every device shaperctl manages");
     list->add_flag("--json", json, "print JSON");
 
+    // CLI11 would only say "a subcommand is required" of a misspelt command: name it.
+    for (int i = 1; i < argc; i++) {
+        std::string arg = argv[i];
+        if (arg == "-n" || arg == "--netns") {
+            i++;
+            continue;
+        }
+        if (arg.starts_with("-"))
+            continue;
+        if (app.get_subcommands([&](CLI::App* sub) { return sub->check_name(arg); }).empty()) {
+            std::fprintf(stderr, "shaperctl: unknown command \"%s\" (see shaperctl --help)\n", arg.c_str());
+            return 2;
+        }
+        break;
+    }
+
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {
@@ -132,6 +148,7 @@ int main(int argc, char** argv)
     }
 
     try {
+        require_privileges();  // before anything else, so the refusal names the real cause
         if (!netns.empty())
             enter_netns(netns);
         if (*attach) {

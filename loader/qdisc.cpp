@@ -6,7 +6,6 @@
 #include <linux/netlink.h>
 #include <linux/pkt_sched.h>
 #include <linux/rtnetlink.h>
-#include <net/if.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -118,7 +117,7 @@ public:
     nlmsghdr* message() { return nlh_; }
 
 private:
-    alignas(nlmsghdr) std::array<char, kBufferSize> buf_{};
+    std::vector<char> buf_ = std::vector<char>(kBufferSize);  // new[]: aligned for nlmsghdr
     nlmsghdr* nlh_;
 };
 
@@ -168,8 +167,8 @@ public:
                 return {errno, "cannot receive the netlink reply"};
             }
             int left = static_cast<int>(len);
-            for (auto* msg = reinterpret_cast<const nlmsghdr*>(buf_.data()); mnl_nlmsg_ok(msg, left);
-                 msg = mnl_nlmsg_next(msg, &left)) {
+            for (auto* msg = reinterpret_cast<const nlmsghdr*>(buf_.data());
+                 mnl_nlmsg_ok(msg, left); msg = mnl_nlmsg_next(msg, &left)) {
                 if (msg->nlmsg_seq != seq_ || msg->nlmsg_pid != portid_)
                     continue;  // not a reply to this request
                 if (msg->nlmsg_flags & NLM_F_DUMP_INTR)
@@ -198,7 +197,7 @@ private:
     mnl_socket* sock_ = nullptr;
     unsigned portid_ = 0;
     unsigned seq_ = 0;
-    std::array<char, kBufferSize> buf_{};
+    std::vector<char> buf_ = std::vector<char>(kBufferSize);
 };
 
 struct Link {
@@ -215,7 +214,8 @@ Link read_link(RouteSocket& sock, int ifindex)
     ifi.ifi_family = AF_UNSPEC;
     ifi.ifi_index = ifindex;
     uint32_t skip_stats = RTEXT_FILTER_SKIP_STATS;
-    request.put(IFLA_EXT_MASK, std::span(reinterpret_cast<const uint8_t*>(&skip_stats), sizeof skip_stats));
+    request.put(IFLA_EXT_MASK,
+                std::span(reinterpret_cast<const uint8_t*>(&skip_stats), sizeof skip_stats));
 
     Link link;
     link.ifindex = ifindex;
@@ -237,9 +237,11 @@ Link read_link(RouteSocket& sock, int ifindex)
         });
     });
     if (reply.err == ENODEV)
-        throw Error("ifindex " + std::to_string(ifindex) + ": no such device in this network namespace");
+        throw Error("ifindex " + std::to_string(ifindex) +
+                    ": no such device in this network namespace");
     if (reply.err)
-        throw Error("ifindex " + std::to_string(ifindex) + ": cannot read the device: " + describe(reply));
+        throw Error("ifindex " + std::to_string(ifindex) +
+                    ": cannot read the device: " + describe(reply));
     return link;
 }
 
@@ -247,7 +249,8 @@ std::vector<Qdisc> dump_qdiscs(RouteSocket& sock, const Link& link)
 {
     for (int attempt = 1;; ++attempt) {
         Request request(RTM_GETQDISC, NLM_F_DUMP);
-        request.family_header<tcmsg>().tcm_ifindex = link.ifindex;  // kernels dump all devices anyway
+        request.family_header<tcmsg>().tcm_ifindex =
+            link.ifindex;  // kernels dump all devices anyway
 
         std::vector<Qdisc> qdiscs;
         Reply reply = sock.request(request, [&](const nlmsghdr& msg) {
@@ -380,10 +383,9 @@ std::vector<uint8_t> fq_options(const FqOptions& options)
     nlmsghdr* nlh = mnl_nlmsg_put_header(buf.data());
     mnl_attr_put_u32(nlh, TCA_FQ_HORIZON, static_cast<uint32_t>(horizon_us));
     mnl_attr_put_u8(nlh, TCA_FQ_HORIZON_DROP, options.horizon_drop ? 1 : 0);
-    if (options.flow_limit)
-        mnl_attr_put_u32(nlh, TCA_FQ_FLOW_PLIMIT, options.flow_limit);
-    if (options.limit)
-        mnl_attr_put_u32(nlh, TCA_FQ_PLIMIT, options.limit);
+    // The defaults are sent too (fq_init's): an fq changed in place keeps what it is not told.
+    mnl_attr_put_u32(nlh, TCA_FQ_FLOW_PLIMIT, options.flow_limit ? options.flow_limit : 100);
+    mnl_attr_put_u32(nlh, TCA_FQ_PLIMIT, options.limit ? options.limit : 10000);
     auto* payload = static_cast<const uint8_t*>(mnl_nlmsg_get_payload(nlh));
     return {payload, payload + mnl_nlmsg_get_payload_len(nlh)};
 }
@@ -420,8 +422,8 @@ void install(int ifindex, std::string_view kind, std::span<const uint8_t> option
     if (!prior || prior->kind != "mq" || prior->handle != kOurHandle) {
         Reply reply = replace_qdisc(sock, link, TC_H_ROOT, kOurHandle, "mq", {});
         if (reply.err)
-            throw Error(link.dev() + ": cannot create root qdisc mq " + handle_text(kOurHandle) +
-                        ": " + describe(reply));
+            throw Error(link.dev() + ": cannot create root qdisc mq (handle " +
+                        handle_text(kOurHandle) + "): " + describe(reply));
     }
     for (unsigned queue = 0; queue < link.tx_queues; ++queue) {
         Reply reply = replace_qdisc(sock, link, TC_H_MAKE(kOurHandle, queue + 1), 0, kind, options);

@@ -117,6 +117,18 @@ unsigned subtree_height(const std::map<uint32_t, uint32_t>& parents, uint32_t id
     return height;
 }
 
+// The device's pins and record, then the namespace's and the root directories once empty
+// (rmdir refuses otherwise).
+void remove_device_dirs(const Device& device)
+{
+    for (const std::string& dir : {device.pin_dir(), device.run_dir()}) {
+        remove_tree(dir);
+        const std::string ns_dir = dir.substr(0, dir.rfind('/'));
+        rmdir(ns_dir.c_str());
+        rmdir(ns_dir.substr(0, ns_dir.rfind('/')).c_str());
+    }
+}
+
 }  // namespace
 
 const char* mode_name(uint32_t mode)
@@ -168,7 +180,7 @@ AttachOutcome Shaper::attach(const std::string& dev, const AttachOptions& option
     record.fq = options.fq;
 
     Rollback rollback;
-    rollback.add([&] { remove_tree(device.pin_dir()); });
+    rollback.add([&] { remove_device_dirs(device); });
     Program program = Program::load({device.pin_dir(), options.max_classes});
     const ShaperMaps maps = ShaperMaps::of(program);
     shaper_settings settings = maps.settings();
@@ -207,15 +219,8 @@ void Shaper::detach(const std::string& dev)
         detach_egress_filter(device.ifindex, record && record->created_clsact);
         if (record && record->installed_fq)
             restore_root(device.ifindex, record->prior_root);
-        remove_tree(device.pin_dir());
     }
-    remove_tree(device.run_dir());
-    // The namespace's and the root directories go too once empty (rmdir refuses otherwise).
-    for (const std::string& dir : {device.pin_dir(), device.run_dir()}) {
-        const std::string ns_dir = dir.substr(0, dir.rfind('/'));
-        rmdir(ns_dir.c_str());
-        rmdir(ns_dir.substr(0, ns_dir.rfind('/')).c_str());
-    }
+    remove_device_dirs(device);
 }
 
 std::vector<ManagedDevice> Shaper::list()

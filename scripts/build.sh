@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Installs the dependencies (Debian packages) and builds shaperctl into build/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+make -C build -j"$(nproc)" --no-print-directory 2>&1 | grep -Ev '^\[|^make|Built target|Consolidate compiler' || true
+test -x build/cli/shaperctl

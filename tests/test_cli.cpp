@@ -1,0 +1,266 @@
+// shaperctl end to end on the host kernel: each command its own process, in a throw-away
+// network namespace with a veth pair. This kernel has no sch_fq, so attach runs in police mode;
+// pacing with fq is tested in the stock-kernel VM (tests/vm).
+#include <bpf/bpf.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "loader/device.h"
+#include "netns.h"
+
+using namespace shaperctl::test;
+using nlohmann::json;
+
+namespace {
+
+struct Outcome {
+    int status;
+    std::string out, err;
+};
+
+Outcome shaperctl_as(const std::string& prefix, const std::string& ns, const std::string& args)
+{
+    const std::string err_file = "/tmp/shaperctl-test-stderr-" + std::to_string(getpid());
+    // run() merges stderr into stdout after the command: keep ours apart inside a subshell.
+    CommandResult r = run("(" + prefix + SHAPERCTL_BIN + " -n " + ns + " " + args + " 2>" + err_file + ")");
+    std::ifstream in(err_file);
+    std::stringstream err;
+    err << in.rdbuf();
+    std::remove(err_file.c_str());
+    return {r.status, r.output, err.str()};
+}
+
+class Cli : public ::testing::Test {
+protected:
+    void SetUp() override
+    {
+        if (geteuid() != 0)
+            GTEST_SKIP() << "needs root";
+        ns_ = std::make_unique<NetNs>();
+        ns_->add_veth("sh0", "sh1");
+    }
+    void TearDown() override
+    {
+        if (ns_)
+            sh("detach --dev sh0");  // whatever the test left attached
+        ns_.reset();
+    }
+
+    Outcome sh(const std::string& args) { return shaperctl_as("", ns_->name(), args); }
+
+    void ok(const std::string& args)
+    {
+        Outcome o = sh(args);
+        ASSERT_EQ(o.status, 0) << args << ": " << o.err;
+    }
+
+    json status()
+    {
+        Outcome o = sh("status --dev sh0 --json --sample 0");
+        EXPECT_EQ(o.status, 0) << o.err;
+        return json::parse(o.out);
+    }
+
+    // The configuration part of status: what a refused command must leave unchanged.
+    json config()
+    {
+        json st = status();
+        json classes = json::array();
+        for (auto& c : st["classes"])
+            classes.push_back({c["id"], c["parent"], c["rate_bps"], c["burst_bytes"], c["overhead"],
+                               c["mpu"], c["horizon_ns"]});
+        return {st["default_class"], st["mode"], st["program_id"], classes};
+    }
+
+    // A refused command: non-zero exit, one line on stderr that contains `needle`.
+    void refused(const std::string& args, const std::string& needle)
+    {
+        Outcome o = sh(args);
+        EXPECT_NE(o.status, 0) << args;
+        EXPECT_NE(o.err.find(needle), std::string::npos) << args << " said: " << o.err;
+        EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << args << " said: " << o.err;
+    }
+
+    std::string pin_dir() { return shaperctl::Device::resolve("sh0").pin_dir(); }
+
+    std::unique_ptr<NetNs> ns_;
+};
+
+TEST_F(Cli, AttachIsIdempotentAndDetachLeavesNothing)
+{
+    const std::string qdisc_before = ns_->tc("qdisc show dev sh0");
+    ok("attach --dev sh0 --mode police");
+    json st = status();
+    EXPECT_EQ(st["mode"], "police");
+    EXPECT_EQ(st["attach_point"], "tc clsact egress");
+    EXPECT_GT(st["program_id"].get<uint32_t>(), 0u);
+    EXPECT_EQ(st["qdisc"]["fq_everywhere"], false);
+    EXPECT_NE(ns_->tc("filter show dev sh0 egress").find("shaper_egress"), std::string::npos);
+
+    Outcome again = sh("attach --dev sh0 --mode police");
+    EXPECT_EQ(again.status, 0);
+    EXPECT_NE(again.out.find("nothing changed"), std::string::npos) << again.out;
+    EXPECT_EQ(status()["program_id"], st["program_id"]);
+
+    ok("detach --dev sh0");
+    EXPECT_EQ(ns_->tc("qdisc show dev sh0"), qdisc_before);
+    EXPECT_EQ(ns_->tc("filter show dev sh0 egress"), "");
+    EXPECT_NE(access(pin_dir().c_str(), F_OK), 0) << "pins left in " << pin_dir();
+    refused("status --dev sh0", "not attached");
+}
+
+TEST_F(Cli, EdtAttachWithoutSchFqIsRefusedAndChangesNothing)
+{
+    if (access("/sys/module/sch_fq", F_OK) == 0)
+        GTEST_SKIP() << "this kernel has sch_fq";
+    const std::string qdisc_before = ns_->tc("qdisc show dev sh0");
+    refused("attach --dev sh0", "sch_fq");
+    EXPECT_EQ(ns_->tc("qdisc show dev sh0"), qdisc_before);
+    EXPECT_EQ(ns_->tc("filter show dev sh0 egress"), "");
+    EXPECT_NE(access(pin_dir().c_str(), F_OK), 0);
+    refused("status --dev sh0", "not attached");
+}
+
+TEST_F(Cli, ClassesAreAddedChangedAndDeleted)
+{
+    ok("attach --dev sh0 --mode police");
+    ok("add-class --dev sh0 --id 1 --rate 20mbit --burst 64kb --overhead 24 --mpu 64 --horizon 10ms");
+    ok("add-class --dev sh0 --id 2 --rate 1.5mbit --parent 1");
+    ok("set-default --dev sh0 --class 2");
+    json st = status();
+    ASSERT_EQ(st["classes"].size(), 2u);
+    json c1 = st["classes"][0], c2 = st["classes"][1];
+    EXPECT_EQ(c1["id"], 1);
+    EXPECT_EQ(c1["parent"], nullptr);
+    EXPECT_EQ(c1["rate_bps"], 20'000'000);
+    EXPECT_EQ(c1["burst_bytes"], 65536);
+    EXPECT_EQ(c1["overhead"], 24);
+    EXPECT_EQ(c1["mpu"], 64);
+    EXPECT_EQ(c1["horizon_ns"], 10'000'000);
+    EXPECT_EQ(c2["parent"], 1);
+    EXPECT_EQ(c2["rate_bps"], 1'500'000);
+    EXPECT_EQ(c2["horizon_ns"], 5'000'000);  // police mode's default tolerance
+    EXPECT_EQ(st["default_class"], 2);
+    for (const char* field : {"packets", "segments", "bytes", "drops", "backlog_ns", "rate_estimate_bps"})
+        EXPECT_TRUE(c1.contains(field)) << field;
+
+    ok("change-class --dev sh0 --id 1 --rate 5mbit");
+    c1 = status()["classes"][0];
+    EXPECT_EQ(c1["rate_bps"], 5'000'000);
+    EXPECT_EQ(c1["burst_bytes"], 65536);  // untouched fields keep their values
+    EXPECT_EQ(c1["overhead"], 24);
+
+    ok("set-default --dev sh0 --none");
+    ok("del-class --dev sh0 --id 2");
+    ok("del-class --dev sh0 --id 1");
+    st = status();
+    EXPECT_EQ(st["classes"].size(), 0u);
+    EXPECT_EQ(st["default_class"], nullptr);
+
+    Outcome table = sh("status --dev sh0 --sample 0");
+    EXPECT_EQ(table.status, 0);
+    EXPECT_NE(table.out.find("mode police"), std::string::npos) << table.out;
+}
+
+TEST_F(Cli, BadInputIsRefusedInOneLineAndChangesNothing)
+{
+    ok("attach --dev sh0 --mode police");
+    ok("add-class --dev sh0 --id 1 --rate 20mbit");
+    ok("add-class --dev sh0 --id 2 --rate 10mbit --parent 1");
+    ok("set-default --dev sh0 --class 2");
+    const json before = config();
+    const std::vector<std::pair<std::string, std::string>> cases = {
+        {"add-class --dev nosuch0 --id 3 --rate 1mbit", "unknown device \"nosuch0\""},
+        {"add-class --dev sh1 --id 3 --rate 1mbit", "not attached"},
+        {"add-class --dev sh0 --id 1 --rate 1mbit", "class 1 already exists"},
+        {"add-class --dev sh0 --id 3 --rate 1mbit --parent 9", "unknown parent class 9"},
+        {"change-class --dev sh0 --id 1 --parent 2", "cycle"},
+        {"add-class --dev sh0 --id 0 --rate 1mbit", "bad class id \"0\""},
+        {"add-class --dev sh0 --id 16384 --rate 1mbit", "class id 16384 is out of range"},
+        {"add-class --dev sh0 --id abc --rate 1mbit", "bad class id \"abc\""},
+        {"add-class --dev sh0 --id -3 --rate 1mbit", "class id"},
+        {"add-class --dev sh0 --id 3 --rate 0mbit", "bad rate \"0mbit\""},
+        {"add-class --dev sh0 --id 3 --rate 500gbit", "out of range"},
+        {"add-class --dev sh0 --id 3 --rate 99999999999999999999gbit", "bad rate"},
+        {"add-class --dev sh0 --id 3 --rate 10mbt", "unknown unit \"mbt\""},
+        {"add-class --dev sh0 --id 3 --rate 10", "missing unit"},
+        {"add-class --dev sh0 --id 3 --rate 1mbit --burst 2gb", "2gb"},
+        {"add-class --dev sh0 --id 3 --rate 8kbit --burst 1gb", "more than an hour"},
+        {"add-class --dev sh0 --id 3 --rate 1mbit --overhead 300", "overhead"},
+        {"add-class --dev sh0 --id 3 --rate 1mbit --overhead -65", "overhead"},
+        {"add-class --dev sh0 --id 3 --rate 1mbit --mpu 70000", "70000"},
+        {"add-class --dev sh0 --id 3 --rate 1mbit --horizon 61s", "horizon"},
+        {"add-class --dev sh0 --id 3 --rate 1mbit --horizon 10", "missing unit"},
+        {"change-class --dev sh0 --id 9 --rate 1mbit", "no class 9"},
+        {"del-class --dev sh0 --id 1", "has children (2)"},
+        {"del-class --dev sh0 --id 2", "default class"},
+        {"del-class --dev sh0 --id 9", "no class 9"},
+        {"set-default --dev sh0 --class 9", "no class 9"},
+        {"set-default --dev sh0", "--class N or --none"},
+        {"attach --dev sh0 --mode bogus", "bad mode \"bogus\""},
+        {"attach --dev sh0", "already attached in police mode"},
+        {"add-class --dev sh0 --id 3", "--rate"},
+        {"frobnicate --dev sh0", "unknown command \"frobnicate\""},
+    };
+    for (const auto& [args, needle] : cases) {
+        refused(args, needle);
+        EXPECT_EQ(config(), before) << args << " changed the configuration";
+    }
+}
+
+TEST_F(Cli, MissingPrivilegesAreNamed)
+{
+    ok("attach --dev sh0 --mode police");
+    const json before = config();
+    for (const char* args : {"add-class --dev sh0 --id 3 --rate 1mbit", "status --dev sh0",
+                             "detach --dev sh0", "attach --dev sh1 --mode police"}) {
+        Outcome o = shaperctl_as("setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all ",
+                                 ns_->name(), args);
+        EXPECT_NE(o.status, 0) << args;
+        EXPECT_NE(o.err.find("permission denied"), std::string::npos) << args << ": " << o.err;
+        EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+    }
+    EXPECT_EQ(config(), before);
+}
+
+TEST_F(Cli, AttachedProgramRunThroughItsPinChargesTheClass)
+{
+    ok("attach --dev sh0 --mode police");
+    ok("add-class --dev sh0 --id 1 --rate 8mbit --overhead 24");
+    ok("set-default --dev sh0 --class 1");
+    const int prog = bpf_obj_get((pin_dir() + "/shaper_egress").c_str());
+    ASSERT_GE(prog, 0);
+    std::array<uint8_t, 64> frame{};
+    __sk_buff ctx{};
+    ctx.wire_len = 1000;
+    ctx.gso_segs = 1;
+    LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = frame.data(), .data_size_in = 64,
+                .ctx_in = &ctx, .ctx_size_in = sizeof ctx, .repeat = 3);
+    ASSERT_EQ(bpf_prog_test_run_opts(prog, &opts), 0);
+    close(prog);
+    json c = status()["classes"][0];
+    EXPECT_EQ(c["packets"], 3);
+    EXPECT_EQ(c["bytes"], 3 * 1024);
+}
+
+TEST_F(Cli, ListShowsManagedDevices)
+{
+    ok("attach --dev sh0 --mode police");
+    Outcome o = sh("list --json");
+    ASSERT_EQ(o.status, 0);
+    json list = json::parse(o.out);
+    bool found = false;
+    for (auto& d : list)
+        if (d["device"] == "sh0" && d["present"] == true && d["mode"] == "police")
+            found = true;
+    EXPECT_TRUE(found) << o.out;
+}
+
+}  // namespace
