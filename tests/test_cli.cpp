@@ -136,6 +136,33 @@ TEST_F(Cli, EdtAttachWithoutSchFqIsRefusedAndChangesNothing)
     refused("status --dev sh0", "not attached");
 }
 
+// Runs where the kernel has sch_fq: in the stock-kernel VM (tests/vm/gtest-in-vm.sh).
+TEST_F(Cli, EdtAttachPutsFqOnEveryQueueAndDetachRestoresThePriorRoot)
+{
+    if (access("/sys/module/sch_fq", F_OK) != 0)
+        GTEST_SKIP() << "this kernel has no sch_fq";
+    ns_->add_veth("mq0", "mq1", 4);
+    ns_->tc("qdisc add dev mq0 root handle 1: pfifo limit 77");
+    const std::string multi_before = ns_->tc("qdisc show dev mq0");
+    const std::string single_before = ns_->tc("qdisc show dev sh0");
+    for (const char* dev : {"mq0", "sh0"}) {
+        ok(std::string("attach --dev ") + dev + " --fq-horizon 2s");
+        Outcome o = sh(std::string("status --dev ") + dev + " --json --sample 0");
+        ASSERT_EQ(o.status, 0) << o.err;
+        json st = json::parse(o.out);
+        EXPECT_EQ(st["mode"], "edt");
+        EXPECT_EQ(st["qdisc"]["fq_everywhere"], true) << o.out;
+        EXPECT_EQ(st["qdisc"]["fq_queues"], st["qdisc"]["queues"]);
+        EXPECT_EQ(st["qdisc"]["root"], std::string(dev) == "mq0" ? "mq" : "fq");
+        EXPECT_NE(sh(std::string("attach --dev ") + dev).out.find("nothing changed"), std::string::npos);
+    }
+    EXPECT_EQ(json::parse(sh("status --dev mq0 --json --sample 0").out)["qdisc"]["queues"], 4);
+    ok("detach --dev mq0");
+    ok("detach --dev sh0");
+    EXPECT_EQ(ns_->tc("qdisc show dev mq0"), multi_before);
+    EXPECT_EQ(ns_->tc("qdisc show dev sh0"), single_before);
+}
+
 TEST_F(Cli, ClassesAreAddedChangedAndDeleted)
 {
     ok("attach --dev sh0 --mode police");
