@@ -41,4 +41,45 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } shaper_class_stats SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, SHAPER_MAX_RULES);
+	__type(key, __u32);
+	__type(value, struct shaper_rule);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} shaper_rules SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, SHAPER_MAX_RULES);
+	__type(key, __u32);
+	__type(value, struct shaper_rule_stats);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} shaper_rule_stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2 * SHAPER_MAX_TUPLES);
+	__type(key, __u32);
+	__type(value, struct shaper_tuple);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} shaper_tuples SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, SHAPER_MAX_RULE_ENTRIES);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct shaper_rule_key);
+	__type(value, struct shaper_rule_match);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} shaper_rule_index SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2 * SHAPER_PORT_SEGS_PER_GEN);
+	__type(key, __u32);
+	__type(value, __u16);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} shaper_port_segs SEC(".maps");
+
 #endif /* SHAPER_MAPS_H */

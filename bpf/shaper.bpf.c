@@ -56,7 +56,7 @@ int shaper_egress(struct __sk_buff *skb)
 	if (!settings)
 		return TC_ACT_OK;
 
-	__u32 class_id = classify(skb, settings);
+	__u32 class_id = classify(skb, settings, pkt.wire_len);
 
 	switch (class_id ? edt_schedule(class_id, &pkt, &departure) : EDT_UNSHAPED) {
 	case EDT_DROP:

@@ -8,6 +8,14 @@
  *   shaper_class_config ARRAY[max_classes]  struct shaper_class_config written by control plane
  *   shaper_class_clock  ARRAY[max_classes]  struct shaper_class_clock  written by datapath only
  *   shaper_class_stats  PERCPU_ARRAY[max_classes] struct shaper_class_stats  datapath only
+ *   shaper_rules        ARRAY[SHAPER_MAX_RULES]   struct shaper_rule   the rules as given (control plane)
+ *   shaper_rule_stats   PERCPU_ARRAY[SHAPER_MAX_RULES] struct shaper_rule_stats  hits per rule slot
+ *   shaper_tuples       ARRAY[2 * SHAPER_MAX_TUPLES] struct shaper_tuple  rule shapes, per generation
+ *   shaper_rule_index   HASH (no prealloc)     shaper_rule_key -> shaper_rule_match, per generation
+ *   shaper_port_segs    ARRAY[2 * 2 * 65536]   __u16: port -> segment id, per generation and side
+ *
+ * Rules are compiled by the control plane into the inactive generation of the last three maps,
+ * then shaper_settings.rules_gen flips to it: the datapath never sees a half-written rule set.
  * Arrays are indexed by class id; id 0 is never a class: its stats slot counts unclassified
  * packets.
  */
@@ -46,6 +54,30 @@
 /* Fixed point of the per-byte clock advance: ns_per_byte_fp = 2^32 * 8e9 / rate_bps. */
 #define SHAPER_NS_FRAC_BITS 32
 
+/* Classification rules (tuple-space search; see bpf/classify.h). */
+#define SHAPER_MAX_RULES 16384u       /* rule slots */
+#define SHAPER_MAX_TUPLES 16          /* distinct rule shapes, each one hash lookup per packet */
+#define SHAPER_MAX_RULE_ENTRIES (1u << 18)
+#define SHAPER_PORT_SEGS_PER_GEN (2u * 65536u) /* [0, 65536): source ports; then destination */
+#define SHAPER_PREF_NONE 0xffffffffu
+
+/* Which fields a rule (and a tuple) matches on. */
+#define SHAPER_RULE_F_SRC (1u << 0)
+#define SHAPER_RULE_F_DST (1u << 1)
+#define SHAPER_RULE_F_PROTO (1u << 2)
+#define SHAPER_RULE_F_SPORT (1u << 3)
+#define SHAPER_RULE_F_DPORT (1u << 4)
+#define SHAPER_RULE_F_MARK (1u << 5)
+#define SHAPER_RULE_F_CGROUP (1u << 6)
+#define SHAPER_RULE_F_PRIORITY (1u << 7)
+#define SHAPER_RULE_F_DSCP (1u << 8)
+#define SHAPER_RULE_F_VLAN (1u << 9)
+#define SHAPER_RULE_F_PORTS (SHAPER_RULE_F_SPORT | SHAPER_RULE_F_DPORT)
+
+/* shaper_settings.rules_gen */
+#define SHAPER_RULES_GEN_MASK 1u      /* the active generation */
+#define SHAPER_RULES_PRESENT (1u << 1) /* at least one rule: classify at all */
+
 enum shaper_mode {
 	SHAPER_MODE_EDT = 0,    /* stamp the departure time; sch_fq holds the packet until then */
 	SHAPER_MODE_POLICE = 1, /* no pacing qdisc: drop what would leave beyond the horizon */
@@ -57,7 +89,72 @@ struct shaper_settings {
 	__u32 default_class; /* 0: unclassified packets pass unshaped */
 	__u32 mode;          /* enum shaper_mode */
 	__u32 abi_version;
+	__u32 rules_gen;     /* SHAPER_RULES_* */
+};
+
+/* A rule as the operator gave it; slot = index in shaper_rules. */
+struct shaper_rule {
+	__u32 pref;          /* lowest matching pref wins; 0 marks a free slot */
+	__u32 class_id;
+	__u32 fields;        /* SHAPER_RULE_F_* */
+	__u8 family;         /* 4 or 6 when SRC or DST is set, else 0 */
+	__u8 src_plen;
+	__u8 dst_plen;
+	__u8 proto;
+	__u8 src[16];        /* network order; IPv4 in the first 4 bytes */
+	__u8 dst[16];
+	__u16 sport_lo, sport_hi, dport_lo, dport_hi;
+	__u32 mark, mark_mask;
+	__u32 priority;
+	__u32 cgroup_level;  /* depth below the cgroup2 root */
+	__u64 cgroup_id;
+	__u8 dscp;
+	__u8 pad8;
+	__u16 vlan;
+	__u32 pad32;
+};
+
+struct shaper_rule_stats {
+	__u64 packets;
+	__u64 bytes;
+};
+
+/* A packet's fields, masked by one tuple, with the tuple's index: the rule index key. */
+struct shaper_rule_key {
+	__u8 tuple;          /* generation * SHAPER_MAX_TUPLES + index */
+	__u8 family;
+	__u8 proto;
+	__u8 dscp;
+	__u16 vlan;
+	__u16 sport_seg;
+	__u16 dport_seg;
+	__u16 pad16;
+	__u32 mark;
+	__u32 priority;
+	__u32 pad32;
+	__u64 cgroup;
+	__u8 src[16];
+	__u8 dst[16];
+};
+
+struct shaper_rule_match {
+	__u32 pref;
+	__u32 class_id;
+	__u32 slot;
 	__u32 pad;
+};
+
+/*
+ * One rule shape: which fields, prefix lengths, mark mask, cgroup level. `mask` is ANDed with a
+ * packet's key to give the key its rules are indexed under (zero where the shape ignores a
+ * field), so building a tuple's key takes no branches.
+ */
+struct shaper_tuple {
+	__u32 present;       /* 0 ends the generation's list */
+	__u32 fields;        /* SHAPER_RULE_F_* */
+	__u32 min_pref;      /* the best pref among its rules: tuples are sorted by it */
+	__u32 cgroup_level;
+	struct shaper_rule_key mask;
 };
 
 struct shaper_class_config {

@@ -11,6 +11,7 @@
 #include "loader/error.h"
 #include "loader/shaper.h"
 #include "output.h"
+#include "rule_args.h"
 #include "units.h"
 
 using namespace shaperctl;
@@ -110,6 +111,27 @@ int main(int argc, char** argv)
     auto* none_opt = set_default->add_flag("--none", no_default, "unclassified packets pass unshaped");
     class_opt->excludes(none_opt);
 
+    RuleArgs rule_args;
+    auto* add_rule = app.add_subcommand("add-rule", "send matching packets to a class (lowest pref wins)");
+    add_rule->add_option("--dev", dev, "network device")->required();
+    add_rule->add_option("--class", rule_args.class_id, "class id")->required();
+    add_rule->add_option("--pref", rule_args.pref, "precedence, 1 = first; unique per device")->required();
+    add_rule->add_option("--src", rule_args.src, "source CIDR (10.0.0.0/8, 2001:db8::/32)");
+    add_rule->add_option("--dst", rule_args.dst, "destination CIDR");
+    add_rule->add_option("--proto", rule_args.proto, "tcp, udp, icmp, icmpv6, sctp, gre or a number");
+    add_rule->add_option("--sport", rule_args.sport, "source port or range P-Q");
+    add_rule->add_option("--dport", rule_args.dport, "destination port or range P-Q");
+    add_rule->add_option("--mark", rule_args.mark, "firewall mark V[/MASK]");
+    add_rule->add_option("--cgroup", rule_args.cgroup, "cgroup v2 path: the cgroup and its descendants (local sockets)");
+    add_rule->add_option("--priority", rule_args.priority, "skb priority: N, or MAJ:MIN as tc writes classids");
+    add_rule->add_option("--dscp", rule_args.dscp, "DSCP code point 0 to 63");
+    add_rule->add_option("--vlan", rule_args.vlan, "outermost VLAN id 1 to 4094");
+
+    std::string del_pref;
+    auto* del_rule = app.add_subcommand("del-rule", "delete a rule");
+    del_rule->add_option("--dev", dev, "network device")->required();
+    del_rule->add_option("--pref", del_pref, "the rule's pref")->required();
+
     bool json = false;
     std::string sample = "200ms";
     auto* status = app.add_subcommand("status", "configuration, counters and rates of a device");
@@ -189,6 +211,11 @@ int main(int argc, char** argv)
                 throw Error("set-default needs --class N or --none");
             uint32_t id = no_default ? 0 : uint32_t(parse_int(default_id, 1, UINT32_MAX, "class id"));
             Shaper::open(dev).set_default(id);
+        } else if (*add_rule) {
+            const shaper_rule rule = parse_rule(rule_args);
+            Shaper::open(dev).add_rule(rule);
+        } else if (*del_rule) {
+            Shaper::open(dev).del_rule(uint32_t(parse_int(del_pref, 1, SHAPER_PREF_NONE - 1, "pref")));
         } else if (*status) {
             const auto interval = std::chrono::nanoseconds(sample == "0" ? 0 : parse_time(sample));
             const DeviceStatus st = Shaper::open(dev).status(interval);

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "loader/tc_filter.h"
+#include "rule_args.h"
 #include "units.h"
 
 namespace shaperctl {
@@ -65,6 +66,13 @@ nlohmann::ordered_json status_json(const DeviceStatus& st)
             {"backlog_ns", c.backlog_ns},
             {"rate_estimate_bps", c.rate_estimate_bps},
         });
+    nlohmann::ordered_json rules = nlohmann::ordered_json::array();
+    for (const RuleStatus& r : st.rules)
+        rules.push_back({{"pref", r.rule.pref},
+                         {"class", r.rule.class_id},
+                         {"match", format_rule_match(r.rule)},
+                         {"packets", r.counters.packets},
+                         {"bytes", r.counters.bytes}});
     return {
         {"device", st.device.name},
         {"ifindex", st.device.ifindex},
@@ -86,6 +94,7 @@ nlohmann::ordered_json status_json(const DeviceStatus& st)
           {"segments", st.unclassified.segments},
           {"bytes", st.unclassified.bytes}}},
         {"classes", classes},
+        {"rules", rules},
     };
 }
 
@@ -112,6 +121,14 @@ std::string status_table(const DeviceStatus& st)
                         format_time(uint64_t(c.backlog_ns)),
                         c.rate_estimate_bps ? format_rate(c.rate_estimate_bps) : "0"});
     out << align(rows);
+    if (!st.rules.empty()) {
+        std::vector<std::vector<std::string>> rule_rows = {{"pref", "class", "match", "packets", "bytes"}};
+        for (const RuleStatus& r : st.rules)
+            rule_rows.push_back({std::to_string(r.rule.pref), std::to_string(r.rule.class_id),
+                                 format_rule_match(r.rule), std::to_string(r.counters.packets),
+                                 format_size(r.counters.bytes)});
+        out << "\n" << align(rule_rows);
+    }
     return out.str();
 }
 

@@ -12,6 +12,7 @@
 namespace shaperctl {
 
 class Program;
+struct CompiledRules;
 
 struct ClassCounters {
     uint64_t packets = 0, segments = 0, bytes = 0, drops_horizon = 0;
@@ -38,9 +39,17 @@ public:
     // Summed over CPUs. Id 0 holds the unclassified packets.
     ClassCounters counters(uint32_t id) const;
 
+    // Rules as stored, by slot (free slots, pref 0, left out).
+    std::vector<std::pair<uint32_t, shaper_rule>> rules() const;
+    void write_rule(uint32_t slot, const shaper_rule& rule) const;  // counters zeroed first
+    shaper_rule_stats rule_counters(uint32_t slot) const;
+    // Replaces generation `gen` of the compiled rule maps (the datapath reads the other one).
+    void install_rules(const CompiledRules& compiled, uint32_t gen) const;
+
 private:
     ShaperMaps() = default;
     Fd settings_, config_, clock_, stats_;
+    Fd rules_, rule_stats_, tuples_, rule_index_, port_segs_;
     uint32_t max_classes_ = 0;
 };
 

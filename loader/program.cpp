@@ -88,10 +88,12 @@ Program Program::load(const ProgramOptions& options)
                          skel->maps.shaper_class_stats})
         bpf_map__set_max_entries(map, classes);
     if (options.pin_dir.empty()) {
-        for (bpf_map* map : {skel->maps.shaper_settings, skel->maps.shaper_class_config,
-                             skel->maps.shaper_class_clock, skel->maps.shaper_class_stats})
-            bpf_map__set_pin_path(map, nullptr);
+        bpf_map* map;
+        bpf_object__for_each_map(map, skel->obj)
+            if (!bpf_map__is_internal(map))
+                bpf_map__set_pin_path(map, nullptr);
     }
+    skel->rodata->l2_header_len = options.l2_header_len;
     // Probe, don't assume: bpf_skb_set_tstamp arrived in 5.18.
     skel->rodata->have_set_tstamp =
         libbpf_probe_bpf_helper(BPF_PROG_TYPE_SCHED_CLS, BPF_FUNC_skb_set_tstamp, nullptr) == 1;
@@ -124,6 +126,11 @@ int Program::settings_fd() const { return bpf_map__fd(skel_->maps.shaper_setting
 int Program::class_config_fd() const { return bpf_map__fd(skel_->maps.shaper_class_config); }
 int Program::class_clock_fd() const { return bpf_map__fd(skel_->maps.shaper_class_clock); }
 int Program::class_stats_fd() const { return bpf_map__fd(skel_->maps.shaper_class_stats); }
+int Program::map_fd(const char* name) const
+{
+    return bpf_object__find_map_fd_by_name(skel_->obj, name);
+}
+
 bool Program::uses_set_tstamp() const { return skel_->rodata->have_set_tstamp; }
 
 }  // namespace shaperctl

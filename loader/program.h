@@ -12,6 +12,7 @@ namespace shaperctl {
 struct ProgramOptions {
     std::string pin_dir;  // bpffs directory for the maps (reused when already pinned); "" = none
     uint32_t max_classes = 0;  // 0: SHAPER_DEFAULT_MAX_CLASSES (or the pinned maps' size)
+    uint32_t l2_header_len = 14;  // bytes before the network header: 14 on Ethernet, 0 on L3 devices
 };
 
 class Program {
@@ -28,6 +29,7 @@ public:
     int class_config_fd() const;
     int class_clock_fd() const;
     int class_stats_fd() const;
+    int map_fd(const char* name) const;  // any of the object's maps, by name
     bool uses_set_tstamp() const;
 
 private:

@@ -3,6 +3,10 @@
 #include <bpf/bpf.h>
 #include <fcntl.h>
 #include <linux/capability.h>
+#include <net/if.h>
+#include <net/if_arp.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <sys/file.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -18,6 +22,7 @@
 #include "loader/bpffs.h"
 #include "loader/error.h"
 #include "loader/program.h"
+#include "loader/rules.h"
 #include "loader/tc_filter.h"
 
 namespace shaperctl {
@@ -129,6 +134,18 @@ void remove_device_dirs(const Device& device)
     }
 }
 
+// Bytes before the network header on this device: 14 on Ethernet, 0 on L3 devices (wireguard,
+// tun), which the datapath's parser must know.
+uint32_t l2_header_len(const Device& device)
+{
+    Fd sock(socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    ifreq ifr{};
+    std::strncpy(ifr.ifr_name, device.name.c_str(), IFNAMSIZ - 1);
+    if (!sock || ioctl(sock.get(), SIOCGIFHWADDR, &ifr))
+        return 14;
+    return ifr.ifr_hwaddr.sa_family == ARPHRD_ETHER ? 14 : 0;
+}
+
 }  // namespace
 
 const char* mode_name(uint32_t mode)
@@ -162,7 +179,7 @@ AttachOutcome Shaper::attach(const std::string& dev, const AttachOptions& option
         if (record->mode != options.mode)
             throw Error(dev_prefix(device) + "already attached in " + mode_name(record->mode) +
                         " mode; detach first to change the mode");
-        Program program = Program::load({device.pin_dir(), options.max_classes});
+        Program program = Program::load({device.pin_dir(), options.max_classes, l2_header_len(device)});
         const uint32_t running = egress_filter_prog_id(device.ifindex);
         if (running && runs_same_program(running, program.prog_fd()))
             return AttachOutcome::AlreadyAttached;
@@ -181,7 +198,7 @@ AttachOutcome Shaper::attach(const std::string& dev, const AttachOptions& option
 
     Rollback rollback;
     rollback.add([&] { remove_device_dirs(device); });
-    Program program = Program::load({device.pin_dir(), options.max_classes});
+    Program program = Program::load({device.pin_dir(), options.max_classes, l2_header_len(device)});
     const ShaperMaps maps = ShaperMaps::of(program);
     shaper_settings settings = maps.settings();
     settings.mode = options.mode;
@@ -327,7 +344,37 @@ void Shaper::del_class(uint32_t id) const
     if (maps_.settings().default_class == id)
         throw Error(dev_prefix(device_) + "class " + std::to_string(id) +
                     " is the default class (set-default --none or another class first)");
+    std::string prefs;
+    for (const auto& [slot, rule] : maps_.rules())
+        if (rule.class_id == id)
+            prefs += (prefs.empty() ? "" : ", ") + std::to_string(rule.pref);
+    if (!prefs.empty())
+        throw Error(dev_prefix(device_) + "class " + std::to_string(id) + " has rules (pref " +
+                    prefs + "): delete them first");
     maps_.erase_class(id);
+}
+
+void Shaper::add_rule(const shaper_rule& rule) const
+{
+    if (!maps_.class_config(rule.class_id))
+        throw Error(dev_prefix(device_) + "rule " + std::to_string(rule.pref) + ": no class " +
+                    std::to_string(rule.class_id));
+    shaperctl::add_rule(maps_, rule);
+}
+
+void Shaper::del_rule(uint32_t pref) const
+{
+    shaperctl::del_rule(maps_, pref);
+}
+
+std::vector<RuleStatus> Shaper::rules() const
+{
+    std::vector<RuleStatus> out;
+    for (const auto& [slot, rule] : maps_.rules())
+        out.push_back({slot, rule, maps_.rule_counters(slot)});
+    std::sort(out.begin(), out.end(),
+              [](const RuleStatus& a, const RuleStatus& b) { return a.rule.pref < b.rule.pref; });
+    return out;
 }
 
 void Shaper::set_default(uint32_t id) const
@@ -375,6 +422,7 @@ DeviceStatus Shaper::status(std::chrono::nanoseconds sample) const
                                             8 * 1'000'000'000ull / st.sample_ns);
         st.classes.push_back(cs);
     }
+    st.rules = rules();
     return st;
 }
 

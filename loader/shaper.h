@@ -32,6 +32,12 @@ struct ClassStatus {
     uint64_t rate_estimate_bps = 0;  // charged bits over the sampling interval
 };
 
+struct RuleStatus {
+    uint32_t slot = 0;
+    shaper_rule rule{};
+    shaper_rule_stats counters{};
+};
+
 struct DeviceStatus {
     Device device;
     bool present = true;  // false: the device was deleted while attached
@@ -44,6 +50,7 @@ struct DeviceStatus {
     ClassCounters unclassified;
     uint64_t sample_ns = 0;
     std::vector<ClassStatus> classes;
+    std::vector<RuleStatus> rules;  // in match order (pref ascending)
 };
 
 struct ManagedDevice {
@@ -68,6 +75,11 @@ public:
     void del_class(uint32_t id) const;
     ClassSpec class_spec(uint32_t id) const;
     void set_default(uint32_t id) const;  // 0: none
+
+    // Rules: validated, compiled into the inactive generation, then switched to at once.
+    void add_rule(const shaper_rule& rule) const;
+    void del_rule(uint32_t pref) const;
+    std::vector<RuleStatus> rules() const;
     // Counters are read twice, `sample` apart, for the rate estimate.
     DeviceStatus status(std::chrono::nanoseconds sample) const;
 

@@ -1,0 +1,135 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* The fields rules match on, read from a packet's headers. */
+#ifndef SHAPER_PARSE_H
+#define SHAPER_PARSE_H
+
+#include "vmlinux.h"
+#include <bpf/bpf_endian.h>
+#include <bpf/bpf_helpers.h>
+
+#define ETH_P_IP_ 0x0800
+#define ETH_P_IPV6_ 0x86DD
+#define ETH_P_8021Q_ 0x8100
+#define ETH_P_8021AD_ 0x88A8
+#define IPPROTO_HOPOPTS_ 0
+#define IPPROTO_ROUTING_ 43
+#define IPPROTO_FRAGMENT_ 44
+#define IPPROTO_DSTOPTS_ 60
+#define PARSE_MAX_VLAN_TAGS 2
+#define PARSE_MAX_IPV6_EXT 4
+
+/* Set by the loader: bytes before the network header (14 on Ethernet, 0 on an L3 device). */
+const volatile __u32 l2_header_len = 14;
+
+struct packet_fields {
+	__u8 family; /* 4, 6, or 0: not IP */
+	__u8 proto;
+	__u8 dscp;
+	__u8 has_ports; /* TCP, UDP or SCTP, and not a later fragment */
+	__u16 vlan;     /* outermost VLAN id (accelerated tag first), 0 when untagged */
+	__u16 sport, dport;
+	__u32 src[4], dst[4]; /* network order; IPv4 in [0] */
+};
+
+static __always_inline bool proto_has_ports(__u8 proto)
+{
+	return proto == 6 || proto == 17 || proto == 132;
+}
+
+static __always_inline void parse_ports(struct __sk_buff *skb, __u32 off, struct packet_fields *f)
+{
+	__be16 ports[2];
+
+	if (proto_has_ports(f->proto) && !bpf_skb_load_bytes(skb, off, ports, sizeof(ports))) {
+		f->sport = bpf_ntohs(ports[0]);
+		f->dport = bpf_ntohs(ports[1]);
+		f->has_ports = 1;
+	}
+}
+
+static __always_inline void parse_ipv4(struct __sk_buff *skb, __u32 off, struct packet_fields *f)
+{
+	struct iphdr ip;
+
+	if (bpf_skb_load_bytes(skb, off, &ip, sizeof(ip)))
+		return;
+	f->family = 4;
+	f->proto = ip.protocol;
+	f->dscp = ip.tos >> 2;
+	f->src[0] = ip.saddr;
+	f->dst[0] = ip.daddr;
+	/* Later fragments carry no ports: they match on addresses alone. */
+	if (!(bpf_ntohs(ip.frag_off) & 0x1fff))
+		parse_ports(skb, off + ip.ihl * 4, f);
+}
+
+static __always_inline void parse_ipv6(struct __sk_buff *skb, __u32 off, struct packet_fields *f)
+{
+	struct ipv6hdr ip6;
+	__u8 next;
+
+	if (bpf_skb_load_bytes(skb, off, &ip6, sizeof(ip6)))
+		return;
+	f->family = 6;
+	f->dscp = (bpf_ntohl(*(__be32 *)&ip6) >> 22) & 0x3f;
+	__builtin_memcpy(f->src, &ip6.saddr, 16);
+	__builtin_memcpy(f->dst, &ip6.daddr, 16);
+	next = ip6.nexthdr;
+	off += sizeof(ip6);
+
+	for (int i = 0; i < PARSE_MAX_IPV6_EXT; i++) {
+		__u8 ext[8];
+
+		if (next != IPPROTO_HOPOPTS_ && next != IPPROTO_ROUTING_ && next != IPPROTO_DSTOPTS_ &&
+		    next != IPPROTO_FRAGMENT_)
+			break;
+		if (bpf_skb_load_bytes(skb, off, ext, sizeof(ext)))
+			return;
+		if (next == IPPROTO_FRAGMENT_) {
+			next = ext[0];
+			f->proto = next;
+			if ((((__u16)ext[2] << 8) | ext[3]) & 0xfff8)
+				return; /* a later fragment */
+			off += 8;
+		} else {
+			next = ext[0];
+			off += ((__u32)ext[1] + 1) * 8;
+		}
+	}
+	f->proto = next;
+	parse_ports(skb, off, f);
+}
+
+static __always_inline void parse_packet(struct __sk_buff *skb, struct packet_fields *f)
+{
+	__u32 off = l2_header_len;
+	__u16 proto = bpf_ntohs(skb->protocol);
+
+	if (skb->vlan_present)
+		f->vlan = skb->vlan_tci & 0x0fff;
+	if (l2_header_len >= 14) {
+		__be16 ethertype;
+
+		if (bpf_skb_load_bytes(skb, 12, &ethertype, sizeof(ethertype)))
+			return;
+		proto = bpf_ntohs(ethertype);
+	}
+	for (int i = 0; i < PARSE_MAX_VLAN_TAGS; i++) {
+		__be16 tci_type[2]; /* the tag's TCI, then the ethertype it encloses */
+
+		if (proto != ETH_P_8021Q_ && proto != ETH_P_8021AD_)
+			break;
+		if (bpf_skb_load_bytes(skb, off, tci_type, sizeof(tci_type)))
+			return;
+		if (!f->vlan)
+			f->vlan = bpf_ntohs(tci_type[0]) & 0x0fff;
+		proto = bpf_ntohs(tci_type[1]);
+		off += 4;
+	}
+	if (proto == ETH_P_IP_)
+		parse_ipv4(skb, off, f);
+	else if (proto == ETH_P_IPV6_)
+		parse_ipv6(skb, off, f);
+}
+
+#endif /* SHAPER_PARSE_H */

@@ -1,0 +1,79 @@
+// Test helper: frames for BPF_PROG_TEST_RUN (Ethernet, VLAN tags, IPv4/IPv6, fragments, ports).
+#pragma once
+
+#include <arpa/inet.h>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace shaperctl::test {
+
+struct PacketSpec {
+    std::string src = "10.0.0.1", dst = "10.0.0.2";  // IPv6 when they contain ':'
+    uint8_t proto = 6;                                 // 6 tcp, 17 udp, 1 icmp, 58 icmpv6
+    uint16_t sport = 40000, dport = 80;
+    uint8_t dscp = 0;
+    std::vector<uint16_t> vlans;  // outermost first: 802.1ad for the outer of two, else 802.1Q
+    bool first_fragment = false;  // more fragments follow, offset 0
+    bool later_fragment = false;  // offset > 0: no L4 header
+};
+
+inline std::vector<uint8_t> build_frame(const PacketSpec& p)
+{
+    std::vector<uint8_t> f(12, 0);  // MAC addresses
+    auto put16 = [&](uint16_t v) {
+        f.push_back(uint8_t(v >> 8));
+        f.push_back(uint8_t(v));
+    };
+    for (size_t i = 0; i < p.vlans.size(); i++) {
+        put16(i == 0 && p.vlans.size() > 1 ? 0x88a8 : 0x8100);
+        put16(p.vlans[i]);
+    }
+    const bool v6 = p.src.find(':') != std::string::npos;
+    put16(v6 ? 0x86dd : 0x0800);
+    const bool l4 = !p.later_fragment && (p.proto == 6 || p.proto == 17);
+    const size_t l4_len = l4 ? 20 : 8;
+    if (!v6) {
+        uint8_t ip[20] = {0x45, uint8_t(p.dscp << 2)};
+        uint16_t total = htons(uint16_t(20 + l4_len));
+        std::memcpy(ip + 2, &total, 2);
+        uint16_t frag = htons(uint16_t((p.first_fragment ? 0x2000 : 0) | (p.later_fragment ? 100 : 0)));
+        std::memcpy(ip + 6, &frag, 2);
+        ip[8] = 64;
+        ip[9] = p.proto;
+        inet_pton(AF_INET, p.src.c_str(), ip + 12);
+        inet_pton(AF_INET, p.dst.c_str(), ip + 16);
+        f.insert(f.end(), ip, ip + 20);
+    } else {
+        const bool frag = p.first_fragment || p.later_fragment;
+        uint8_t ip[40] = {uint8_t(0x60 | (p.dscp >> 2)), uint8_t((p.dscp & 3) << 6)};
+        uint16_t payload = htons(uint16_t(l4_len + (frag ? 8 : 0)));
+        std::memcpy(ip + 4, &payload, 2);
+        ip[6] = frag ? 44 : p.proto;
+        ip[7] = 64;
+        inet_pton(AF_INET6, p.src.c_str(), ip + 8);
+        inet_pton(AF_INET6, p.dst.c_str(), ip + 24);
+        f.insert(f.end(), ip, ip + 40);
+        if (frag) {
+            uint8_t fh[8] = {p.proto, 0, 0, uint8_t(p.first_fragment ? 1 : 0), 0, 0, 0, 1};
+            if (p.later_fragment)
+                fh[2] = 0x01, fh[3] = 0x00;  // offset 32 (in 8-byte units), no MF
+            f.insert(f.end(), fh, fh + 8);
+        }
+    }
+    std::vector<uint8_t> l4h(l4_len, 0);
+    if (l4) {
+        l4h[0] = uint8_t(p.sport >> 8), l4h[1] = uint8_t(p.sport);
+        l4h[2] = uint8_t(p.dport >> 8), l4h[3] = uint8_t(p.dport);
+        if (p.proto == 6)
+            l4h[12] = 0x50;
+    }
+    f.insert(f.end(), l4h.begin(), l4h.end());
+    while (f.size() < 64)
+        f.push_back(0);
+    return f;
+}
+
+}  // namespace shaperctl::test
