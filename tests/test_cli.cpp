@@ -3,6 +3,7 @@
 // pacing with fq is tested in the stock-kernel VM (tests/vm).
 #include <bpf/bpf.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "loader/cgroup.h"
 #include "loader/device.h"
 #include "netns.h"
 
@@ -285,6 +287,72 @@ TEST_F(Cli, AttachedProgramRunThroughItsPinChargesTheClass)
     json c = status()["classes"][0];
     EXPECT_EQ(c["packets"], 3);
     EXPECT_EQ(c["bytes"], 3 * 1024);
+}
+
+TEST_F(Cli, RulesAreAddedShownAndDeleted)
+{
+    ok("attach --dev sh0 --mode police");
+    ok("add-class --dev sh0 --id 1 --rate 20mbit");
+    ok("add-class --dev sh0 --id 2 --rate 10mbit");
+    ok("add-rule --dev sh0 --pref 10 --class 1 --dst 10.1.0.0/16 --proto tcp --dport 80-90");
+    ok("add-rule --dev sh0 --pref 5 --class 2 --src 2001:db8::/32");
+    json rules = status()["rules"];
+    ASSERT_EQ(rules.size(), 2u);
+    EXPECT_EQ(rules[0]["pref"], 5);
+    EXPECT_EQ(rules[0]["class"], 2);
+    EXPECT_EQ(rules[0]["match"], "src 2001:db8::/32");
+    EXPECT_EQ(rules[1]["match"], "dst 10.1.0.0/16 proto tcp dport 80-90");
+    EXPECT_EQ(rules[1]["packets"], 0);
+
+    const json before = status()["rules"];
+    const std::vector<std::pair<std::string, std::string>> cases = {
+        {"add-rule --dev sh0 --pref 10 --class 1 --dst 10.2.0.0/16", "pref 10 exists"},
+        {"add-rule --dev sh0 --pref 11 --class 9 --dst 10.2.0.0/16", "no class 9"},
+        {"add-rule --dev sh0 --pref 11 --class 1", "use set-default"},
+        {"add-rule --dev sh0 --pref 11 --class 1 --dst 10.2.0.1/16", "did you mean 10.2.0.0/16"},
+        {"add-rule --dev sh0 --pref 11 --class 1 --dst 10.2.0.0/40", "prefix length"},
+        {"add-rule --dev sh0 --pref 11 --class 1 --dport 0", "ports are 1 to 65535"},
+        {"add-rule --dev sh0 --pref 11 --class 1 --dport 70000", "out of range"},
+        {"add-rule --dev sh0 --pref 11 --class 1 --dport 9-8", "reversed"},
+        {"add-rule --dev sh0 --pref 11 --class 1 --proto xtp", "bad protocol \"xtp\""},
+        {"add-rule --dev sh0 --pref 11 --class 1 --cgroup /no-such-cgroup-x", "does not exist"},
+        {"add-rule --dev sh0 --pref 11 --class 1 --mark /0xff", "mask without a value"},
+        {"del-rule --dev sh0 --pref 77", "no rule with pref 77"},
+        {"del-class --dev sh0 --id 1", "has rules (pref 10)"},
+    };
+    for (const auto& [args, needle] : cases) {
+        refused(args, needle);
+        EXPECT_EQ(status()["rules"], before) << args;
+    }
+    ok("del-rule --dev sh0 --pref 10");
+    EXPECT_EQ(status()["rules"].size(), 1u);
+    ok("del-class --dev sh0 --id 1");
+}
+
+// A process in a cgroup is classified by --cgroup; one outside is not.
+TEST_F(Cli, CgroupRuleMatchesProcessesInTheCgroupOnly)
+{
+    const std::string root = shaperctl::cgroup2_root();
+    if (root.empty())
+        GTEST_SKIP() << "no cgroup v2 hierarchy mounted";
+    const std::string cg = root + "/shaperctl-test-" + std::to_string(getpid());
+    ASSERT_EQ(mkdir(cg.c_str(), 0755), 0) << cg;
+    ns_->ip("addr add 10.77.0.1/24 dev sh0");
+    ns_->ip("neigh add 10.77.0.2 lladdr 02:00:00:00:00:02 dev sh0");
+    ok("attach --dev sh0 --mode police");
+    ok("add-class --dev sh0 --id 1 --rate 20mbit");
+    ok("add-rule --dev sh0 --pref 1 --class 1 --cgroup " + cg);
+    const std::string ping = "ping -q -c 3 -i 0.05 -W 0.2 10.77.0.2 >/dev/null 2>&1";
+    run("nsenter --net=/run/netns/" + ns_->name() + " sh -c 'echo $$ > " + cg +
+        "/cgroup.procs && exec " + ping + "'");
+    const json inside = status();
+    run("nsenter --net=/run/netns/" + ns_->name() + " sh -c '" + ping + "'");
+    const json outside = status();
+    rmdir(cg.c_str());
+    EXPECT_EQ(inside["classes"][0]["packets"], 3) << inside.dump();
+    EXPECT_EQ(inside["rules"][0]["packets"], 3);
+    EXPECT_EQ(outside["classes"][0]["packets"], 3) << "a process outside the cgroup was matched";
+    EXPECT_GE(outside["unclassified"]["packets"].get<int>(), 3);
 }
 
 TEST_F(Cli, ListShowsManagedDevices)
