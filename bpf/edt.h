@@ -25,6 +25,7 @@
 #include "maps.h"
 #include "charge.h"
 #include "stats.h"
+#include "aqm.h"
 
 #define EDT_IDLE_CAS_TRIES 4
 
@@ -32,6 +33,7 @@ struct edt_packet {
 	__u64 now;
 	__u32 wire_len;
 	__u32 segs;
+	bool aqm; /* edt mode: the departure is a queueing delay CoDel may act on */
 };
 
 static __always_inline __u64 edt_level_cost(const struct edt_packet *pkt,
@@ -78,16 +80,18 @@ static __always_inline __u64 edt_charge_clock(struct shaper_class_clock *clk, __
 enum edt_verdict {
 	EDT_UNSHAPED, /* the class is not configured: the packet passes as unclassified */
 	EDT_SEND,     /* *departure is set */
-	EDT_DROP,     /* beyond a horizon; the drop is counted at every level */
+	EDT_DROP,     /* beyond a horizon (counted at every level) or by CoDel (at the class) */
 };
 
 /* Shapes a packet of class `class_id`. */
-static __always_inline enum edt_verdict edt_schedule(__u32 class_id, const struct edt_packet *pkt,
-					 __u64 *departure)
+static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u32 class_id,
+						     const struct edt_packet *pkt, __u64 *departure)
 {
 	__u32 id = class_id;
 	bool beyond = false;
 	int depth = 0;
+	__u64 estimate = pkt->now;
+	const struct shaper_class_config *leaf = NULL;
 
 	/* Pass 1: every level must accept the packet before any level is charged. */
 #pragma unroll
@@ -98,14 +102,31 @@ static __always_inline enum edt_verdict edt_schedule(__u32 class_id, const struc
 		if (!id || !clk || !edt_class_usable(cfg))
 			break;
 		__u64 tat = *(volatile __u64 *)&clk->tat_ns;
+		__u64 dep = edt_departure(tat, cfg->burst_ns, pkt->now);
 
-		if (edt_departure(tat, cfg->burst_ns, pkt->now) > pkt->now + cfg->horizon_ns)
+		if (dep > pkt->now + cfg->horizon_ns)
 			beyond = true;
+		if (dep > estimate)
+			estimate = dep;
+		if (i == 0)
+			leaf = cfg;
 		depth++;
 		id = cfg->parent_id;
 	}
-	if (depth == 0)
+	if (depth == 0 || !leaf)
 		return EDT_UNSHAPED;
+
+	/* CoDel on the delay this packet would wait; a dropped packet is charged nowhere. */
+	if (!beyond && pkt->aqm) {
+		enum aqm_verdict v = aqm_decide(skb, class_id, leaf, estimate - pkt->now, pkt->now);
+
+		if (v == AQM_DROP) {
+			stats_aqm(class_id, false);
+			return EDT_DROP;
+		}
+		if (v == AQM_MARKED)
+			stats_aqm(class_id, true);
+	}
 
 	/* Pass 2: charge every level (or count the drop at every level). */
 	__u64 latest = pkt->now;

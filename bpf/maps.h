@@ -43,6 +43,14 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, SHAPER_DEFAULT_MAX_CLASSES);
+	__type(key, __u32);
+	__type(value, struct shaper_class_aqm);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} shaper_class_aqm SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, SHAPER_MAX_RULES);
 	__type(key, __u32);
 	__type(value, struct shaper_rule);

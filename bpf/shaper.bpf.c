@@ -58,7 +58,8 @@ int shaper_egress(struct __sk_buff *skb)
 
 	__u32 class_id = classify(skb, settings, pkt.wire_len);
 
-	switch (class_id ? edt_schedule(class_id, &pkt, &departure) : EDT_UNSHAPED) {
+	pkt.aqm = settings->mode == SHAPER_MODE_EDT;
+	switch (class_id ? edt_schedule(skb, class_id, &pkt, &departure) : EDT_UNSHAPED) {
 	case EDT_DROP:
 		return TC_ACT_SHOT;
 	case EDT_SEND:

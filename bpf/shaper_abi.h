@@ -8,6 +8,7 @@
  *   shaper_class_config ARRAY[max_classes]  struct shaper_class_config written by control plane
  *   shaper_class_clock  ARRAY[max_classes]  struct shaper_class_clock  written by datapath only
  *   shaper_class_stats  PERCPU_ARRAY[max_classes] struct shaper_class_stats  datapath only
+ *   shaper_class_aqm    ARRAY[max_classes]  struct shaper_class_aqm    CoDel state, datapath only
  *   shaper_rules        ARRAY[SHAPER_MAX_RULES]   struct shaper_rule   the rules as given (control plane)
  *   shaper_rule_stats   PERCPU_ARRAY[SHAPER_MAX_RULES] struct shaper_rule_stats  hits per rule slot
  *   shaper_tuples       ARRAY[2 * SHAPER_MAX_TUPLES] struct shaper_tuple  rule shapes, per generation
@@ -23,6 +24,7 @@
 #define SHAPER_ABI_H
 
 #ifndef __VMLINUX_H__
+#include <linux/bpf.h> /* struct bpf_spin_lock */
 #include <linux/types.h>
 #endif
 
@@ -84,6 +86,12 @@ enum shaper_mode {
 };
 
 #define SHAPER_CLASS_PRESENT (1u << 0)
+#define SHAPER_CLASS_AQM (1u << 1) /* CoDel on the class's virtual backlog (edt mode) */
+#define SHAPER_CLASS_ECN (1u << 2) /* CE-mark ECN-capable packets instead of dropping them */
+
+#define SHAPER_DEFAULT_AQM_TARGET_NS 5000000ull     /* 5 ms */
+#define SHAPER_DEFAULT_AQM_INTERVAL_NS 100000000ull /* 100 ms */
+#define SHAPER_AQM_FLOOR_BYTES 3076u  /* two full frames: below that backlog CoDel never acts */
 
 struct shaper_settings {
 	__u32 default_class; /* 0: unclassified packets pass unshaped */
@@ -168,6 +176,19 @@ struct shaper_class_config {
 	__u32 parent_id;      /* 0: top level */
 	__u32 flags;          /* SHAPER_CLASS_* */
 	__u32 pad;
+	__u64 aqm_target_ns;  /* CoDel: acceptable standing delay */
+	__u64 aqm_interval_ns;/* CoDel: how long above target before acting */
+	__u64 aqm_floor_ns;   /* SHAPER_AQM_FLOOR_BYTES at rate: slow classes need a larger target */
+};
+
+/* CoDel's state for one class, under its lock (CPUs enqueue into one class at once). */
+struct shaper_class_aqm {
+	struct bpf_spin_lock lock;
+	__u32 count;          /* marks/drops in the current dropping episode */
+	__u32 dropping;
+	__u32 pad;
+	__u64 first_above_ns; /* when the delay will have been above target for an interval */
+	__u64 drop_next_ns;
 };
 
 /*
@@ -186,6 +207,8 @@ struct shaper_class_stats {
 	__u64 segments;
 	__u64 bytes;         /* bytes charged: wire length plus overhead, after mpu */
 	__u64 drops_horizon; /* packets dropped for leaving beyond the horizon */
+	__u64 drops_aqm;     /* packets CoDel dropped (not ECN-capable, or ECN off) */
+	__u64 ecn_marks;     /* packets CoDel marked CE instead */
 };
 
 #endif /* SHAPER_ABI_H */

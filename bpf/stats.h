@@ -26,4 +26,16 @@ static __always_inline void stats_drop(__u32 class_id)
 		st->drops_horizon++;
 }
 
+static __always_inline void stats_aqm(__u32 class_id, bool marked)
+{
+	struct shaper_class_stats *st = bpf_map_lookup_elem(&shaper_class_stats, &class_id);
+
+	if (!st)
+		return;
+	if (marked)
+		st->ecn_marks++;
+	else
+		st->drops_aqm++;
+}
+
 #endif /* SHAPER_STATS_H */

@@ -18,9 +18,19 @@ using namespace shaperctl;
 
 namespace {
 
+// true for `yes`, false for `no`; anything else is an error naming the option.
+bool parse_choice(const std::string& text, const char* option, const char* yes, const char* no)
+{
+    if (text == yes)
+        return true;
+    if (text == no)
+        return false;
+    throw Error(std::string("bad ") + option + " \"" + text + "\" (use " + yes + " or " + no + ")");
+}
+
 // Class options as typed; each is parsed (and its token named in errors) only when given.
 struct ClassOptions {
-    std::string id, rate, burst, parent, overhead, mpu, horizon;
+    std::string id, rate, burst, parent, overhead, mpu, horizon, aqm, target, interval, ecn;
 
     void add_to(CLI::App* cmd, bool rate_required)
     {
@@ -33,6 +43,10 @@ struct ClassOptions {
         cmd->add_option("--overhead", overhead, "bytes added per segment, -64 to 256 (24: Ethernet L1)");
         cmd->add_option("--mpu", mpu, "minimum bytes charged per segment");
         cmd->add_option("--horizon", horizon, "largest queueing delay accepted: 2s, 50ms");
+        cmd->add_option("--aqm", aqm, "codel (default) or off: CoDel on the class's backlog");
+        cmd->add_option("--target", target, "CoDel target delay (default 5ms)");
+        cmd->add_option("--interval", interval, "CoDel interval (default 100ms)");
+        cmd->add_option("--ecn", ecn, "on (default): mark ECN-capable packets instead of dropping; off");
     }
 
     // Fields given on the command line replace those of `spec`.
@@ -51,6 +65,14 @@ struct ClassOptions {
             spec.mpu = uint32_t(parse_size(mpu, SHAPER_MPU_MAX));
         if (!horizon.empty())
             spec.horizon_ns = parse_time(horizon);
+        if (!aqm.empty())
+            spec.aqm = parse_choice(aqm, "aqm", "codel", "off");
+        if (!target.empty())
+            spec.aqm_target_ns = parse_time(target);
+        if (!interval.empty())
+            spec.aqm_interval_ns = parse_time(interval);
+        if (!ecn.empty())
+            spec.ecn = parse_choice(ecn, "ecn", "on", "off");
         return spec;
     }
 };

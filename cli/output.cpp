@@ -58,11 +58,17 @@ nlohmann::ordered_json status_json(const DeviceStatus& st)
             {"overhead", c.spec.overhead},
             {"mpu", c.spec.mpu},
             {"horizon_ns", c.spec.horizon_ns},
+            {"aqm", c.spec.aqm ? "codel" : "off"},
+            {"aqm_target_ns", c.spec.aqm_target_ns},
+            {"aqm_interval_ns", c.spec.aqm_interval_ns},
+            {"ecn", c.spec.ecn},
             {"packets", c.counters.packets},
             {"segments", c.counters.segments},
             {"bytes", c.counters.bytes},
-            {"drops", c.counters.drops_horizon},
+            {"drops", c.counters.drops_horizon + c.counters.drops_aqm},
             {"drops_horizon", c.counters.drops_horizon},
+            {"drops_aqm", c.counters.drops_aqm},
+            {"ecn_marks", c.counters.ecn_marks},
             {"backlog_ns", c.backlog_ns},
             {"rate_estimate_bps", c.rate_estimate_bps},
         });
@@ -109,15 +115,18 @@ std::string status_table(const DeviceStatus& st)
         << "  unclassified " << st.unclassified.packets << " pkts "
         << format_size(st.unclassified.bytes) << "\n\n";
     std::vector<std::vector<std::string>> rows = {{"class", "parent", "rate", "burst", "overhead",
-                                                   "mpu", "horizon", "packets", "bytes", "drops",
-                                                   "backlog", "rate now"}};
+                                                   "mpu", "horizon", "aqm", "packets", "bytes",
+                                                   "drops", "marks", "backlog", "rate now"}};
     for (const ClassStatus& c : st.classes)
         rows.push_back({std::to_string(c.spec.id),
                         c.spec.parent ? std::to_string(c.spec.parent) : "-",
                         format_rate(c.spec.rate_bps), format_size(c.spec.burst_bytes),
                         std::to_string(c.spec.overhead), format_size(c.spec.mpu),
-                        format_time(c.spec.horizon_ns), std::to_string(c.counters.packets),
-                        format_size(c.counters.bytes), std::to_string(c.counters.drops_horizon),
+                        format_time(c.spec.horizon_ns),
+                        c.spec.aqm ? "codel " + format_time(c.spec.aqm_target_ns) + (c.spec.ecn ? " ecn" : "") : "off",
+                        std::to_string(c.counters.packets), format_size(c.counters.bytes),
+                        std::to_string(c.counters.drops_horizon + c.counters.drops_aqm),
+                        std::to_string(c.counters.ecn_marks),
                         format_time(uint64_t(c.backlog_ns)),
                         c.rate_estimate_bps ? format_rate(c.rate_estimate_bps) : "0"});
     out << align(rows);

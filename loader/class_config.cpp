@@ -61,7 +61,14 @@ shaper_class_config make_class_config(const ClassSpec& spec, uint32_t max_classe
     config.overhead = spec.overhead;
     config.mpu = spec.mpu;
     config.parent_id = spec.parent;
-    config.flags = SHAPER_CLASS_PRESENT;
+    check_range("aqm target", spec.id, spec.aqm_target_ns, 1000, 1'000'000'000, "ns");
+    check_range("aqm interval", spec.id, spec.aqm_interval_ns, 1000, 10'000'000'000ull, "ns");
+    config.flags = SHAPER_CLASS_PRESENT | (spec.aqm ? SHAPER_CLASS_AQM : 0) |
+                   (spec.ecn ? SHAPER_CLASS_ECN : 0);
+    config.aqm_target_ns = spec.aqm_target_ns;
+    config.aqm_interval_ns = spec.aqm_interval_ns;
+    config.aqm_floor_ns = (uint64_t)(((unsigned __int128)SHAPER_AQM_FLOOR_BYTES * config.ns_per_byte_fp) >>
+                                     SHAPER_NS_FRAC_BITS);
     return config;
 }
 
@@ -75,6 +82,10 @@ ClassSpec class_spec_from_config(uint32_t id, const shaper_class_config& config)
     spec.overhead = config.overhead;
     spec.mpu = config.mpu;
     spec.horizon_ns = config.horizon_ns;
+    spec.aqm = config.flags & SHAPER_CLASS_AQM;
+    spec.ecn = config.flags & SHAPER_CLASS_ECN;
+    spec.aqm_target_ns = config.aqm_target_ns;
+    spec.aqm_interval_ns = config.aqm_interval_ns;
     return spec;
 }
 

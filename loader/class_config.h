@@ -16,6 +16,10 @@ struct ClassSpec {
     int32_t overhead = 0;      // bytes per segment; 24 is Ethernet's preamble, FCS and gap
     uint32_t mpu = 0;
     uint64_t horizon_ns = 0;   // 0: the mode's default
+    bool aqm = true;           // CoDel on the class's virtual backlog (edt mode)
+    bool ecn = true;           // mark ECN-capable packets instead of dropping them
+    uint64_t aqm_target_ns = SHAPER_DEFAULT_AQM_TARGET_NS;
+    uint64_t aqm_interval_ns = SHAPER_DEFAULT_AQM_INTERVAL_NS;
 
     bool operator==(const ClassSpec&) const = default;
 };

@@ -55,6 +55,7 @@ ShaperMaps ShaperMaps::open_pinned(const std::string& pin_dir)
     maps.config_ = open_pin(pin_dir + "/shaper_class_config");
     maps.clock_ = open_pin(pin_dir + "/shaper_class_clock");
     maps.stats_ = open_pin(pin_dir + "/shaper_class_stats");
+    maps.aqm_ = open_pin(pin_dir + "/shaper_class_aqm");
     maps.rules_ = open_pin(pin_dir + "/shaper_rules");
     maps.rule_stats_ = open_pin(pin_dir + "/shaper_rule_stats");
     maps.tuples_ = open_pin(pin_dir + "/shaper_tuples");
@@ -71,6 +72,7 @@ ShaperMaps ShaperMaps::of(const Program& program)
     maps.config_ = Fd(dup(program.class_config_fd()));
     maps.clock_ = Fd(dup(program.class_clock_fd()));
     maps.stats_ = Fd(dup(program.class_stats_fd()));
+    maps.aqm_ = Fd(dup(program.map_fd("shaper_class_aqm")));
     maps.rules_ = Fd(dup(program.map_fd("shaper_rules")));
     maps.rule_stats_ = Fd(dup(program.map_fd("shaper_rule_stats")));
     maps.tuples_ = Fd(dup(program.map_fd("shaper_tuples")));
@@ -113,7 +115,14 @@ void ShaperMaps::erase_class(uint32_t id) const
     // Config first: the datapath stops using the class before its clock is cleared.
     const shaper_class_config no_config{};
     update(config_.get(), id, &no_config, "class");
+    reset_class_state(id);
+}
+
+void ShaperMaps::reset_class_state(uint32_t id) const
+{
     write_clock(id, shaper_class_clock{});
+    const shaper_class_aqm idle{};
+    update(aqm_.get(), id, &idle, "class aqm state");
     std::vector<shaper_class_stats> zero(libbpf_num_possible_cpus());
     update(stats_.get(), id, zero.data(), "class counters");
 }
@@ -158,6 +167,8 @@ ClassCounters ShaperMaps::counters(uint32_t id) const
         sum.segments += s.segments;
         sum.bytes += s.bytes;
         sum.drops_horizon += s.drops_horizon;
+        sum.drops_aqm += s.drops_aqm;
+        sum.ecn_marks += s.ecn_marks;
     }
     return sum;
 }

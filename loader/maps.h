@@ -15,7 +15,7 @@ class Program;
 struct CompiledRules;
 
 struct ClassCounters {
-    uint64_t packets = 0, segments = 0, bytes = 0, drops_horizon = 0;
+    uint64_t packets = 0, segments = 0, bytes = 0, drops_horizon = 0, drops_aqm = 0, ecn_marks = 0;
 };
 
 class ShaperMaps {
@@ -31,6 +31,7 @@ public:
     std::optional<shaper_class_config> class_config(uint32_t id) const;  // nullopt: no class
     void write_class_config(uint32_t id, const shaper_class_config& config) const;
     void erase_class(uint32_t id) const;  // config, clock and counters zeroed
+    void reset_class_state(uint32_t id) const;  // clock idle, CoDel at rest, counters zero
     std::vector<uint32_t> class_ids() const;  // configured classes, ascending
 
     shaper_class_clock clock(uint32_t id) const;
@@ -48,7 +49,7 @@ public:
 
 private:
     ShaperMaps() = default;
-    Fd settings_, config_, clock_, stats_;
+    Fd settings_, config_, clock_, stats_, aqm_;
     Fd rules_, rule_stats_, tuples_, rule_index_, port_segs_;
     uint32_t max_classes_ = 0;
 };

@@ -85,7 +85,7 @@ Program Program::load(const ProgramOptions& options)
     if (!classes)
         classes = options.max_classes ? options.max_classes : SHAPER_DEFAULT_MAX_CLASSES;
     for (bpf_map* map : {skel->maps.shaper_class_config, skel->maps.shaper_class_clock,
-                         skel->maps.shaper_class_stats})
+                         skel->maps.shaper_class_stats, skel->maps.shaper_class_aqm})
         bpf_map__set_max_entries(map, classes);
     if (options.pin_dir.empty()) {
         bpf_map* map;

@@ -311,7 +311,7 @@ void Shaper::add_class(const ClassSpec& spec) const
         throw Error(dev_prefix(device_) + "class " + std::to_string(spec.id) +
                     " already exists (use change-class)");
     check_parent(spec.id, spec.parent);
-    maps_.write_clock(spec.id, shaper_class_clock{});  // a new class starts idle, with full credit
+    maps_.reset_class_state(spec.id);  // a new class starts idle, with full credit
     maps_.write_class_config(spec.id, config);
 }
 

@@ -15,6 +15,7 @@ struct PacketSpec {
     uint8_t proto = 6;                                 // 6 tcp, 17 udp, 1 icmp, 58 icmpv6
     uint16_t sport = 40000, dport = 80;
     uint8_t dscp = 0;
+    uint8_t ecn = 0;              // 0 not ECT, 2 ECT(0), 1 ECT(1), 3 CE
     std::vector<uint16_t> vlans;  // outermost first: 802.1ad for the outer of two, else 802.1Q
     bool first_fragment = false;  // more fragments follow, offset 0
     bool later_fragment = false;  // offset > 0: no L4 header
@@ -36,7 +37,7 @@ inline std::vector<uint8_t> build_frame(const PacketSpec& p)
     const bool l4 = !p.later_fragment && (p.proto == 6 || p.proto == 17);
     const size_t l4_len = l4 ? 20 : 8;
     if (!v6) {
-        uint8_t ip[20] = {0x45, uint8_t(p.dscp << 2)};
+        uint8_t ip[20] = {0x45, uint8_t(p.dscp << 2 | p.ecn)};
         uint16_t total = htons(uint16_t(20 + l4_len));
         std::memcpy(ip + 2, &total, 2);
         uint16_t frag = htons(uint16_t((p.first_fragment ? 0x2000 : 0) | (p.later_fragment ? 100 : 0)));
@@ -48,7 +49,7 @@ inline std::vector<uint8_t> build_frame(const PacketSpec& p)
         f.insert(f.end(), ip, ip + 20);
     } else {
         const bool frag = p.first_fragment || p.later_fragment;
-        uint8_t ip[40] = {uint8_t(0x60 | (p.dscp >> 2)), uint8_t((p.dscp & 3) << 6)};
+        uint8_t ip[40] = {uint8_t(0x60 | (p.dscp >> 2)), uint8_t((p.dscp & 3) << 6 | p.ecn << 4)};
         uint16_t payload = htons(uint16_t(l4_len + (frag ? 8 : 0)));
         std::memcpy(ip + 4, &payload, 2);
         ip[6] = frag ? 44 : p.proto;

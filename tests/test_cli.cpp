@@ -169,7 +169,7 @@ TEST_F(Cli, ClassesAreAddedChangedAndDeleted)
 {
     ok("attach --dev sh0 --mode police");
     ok("add-class --dev sh0 --id 1 --rate 20mbit --burst 64kb --overhead 24 --mpu 64 --horizon 10ms");
-    ok("add-class --dev sh0 --id 2 --rate 1.5mbit --parent 1");
+    ok("add-class --dev sh0 --id 2 --rate 1.5mbit --parent 1 --aqm off");
     ok("set-default --dev sh0 --class 2");
     json st = status();
     ASSERT_EQ(st["classes"].size(), 2u);
@@ -184,15 +184,24 @@ TEST_F(Cli, ClassesAreAddedChangedAndDeleted)
     EXPECT_EQ(c2["parent"], 1);
     EXPECT_EQ(c2["rate_bps"], 1'500'000);
     EXPECT_EQ(c2["horizon_ns"], 5'000'000);  // police mode's default tolerance
+    EXPECT_EQ(c1["aqm"], "codel");
+    EXPECT_EQ(c1["aqm_target_ns"], 5'000'000);
+    EXPECT_EQ(c1["aqm_interval_ns"], 100'000'000);
+    EXPECT_EQ(c1["ecn"], true);
+    EXPECT_EQ(c2["aqm"], "off");
     EXPECT_EQ(st["default_class"], 2);
     for (const char* field : {"packets", "segments", "bytes", "drops", "backlog_ns", "rate_estimate_bps"})
         EXPECT_TRUE(c1.contains(field)) << field;
 
-    ok("change-class --dev sh0 --id 1 --rate 5mbit");
+    ok("change-class --dev sh0 --id 1 --rate 5mbit --target 2ms --ecn off");
     c1 = status()["classes"][0];
     EXPECT_EQ(c1["rate_bps"], 5'000'000);
     EXPECT_EQ(c1["burst_bytes"], 65536);  // untouched fields keep their values
     EXPECT_EQ(c1["overhead"], 24);
+    EXPECT_EQ(c1["aqm_target_ns"], 2'000'000);
+    EXPECT_EQ(c1["ecn"], false);
+    for (const char* field : {"drops_horizon", "drops_aqm", "ecn_marks"})
+        EXPECT_TRUE(c1.contains(field)) << field;
 
     ok("set-default --dev sh0 --none");
     ok("del-class --dev sh0 --id 2");
@@ -236,6 +245,10 @@ TEST_F(Cli, BadInputIsRefusedInOneLineAndChangesNothing)
         {"add-class --dev sh0 --id 3 --rate 1mbit --horizon 61s", "horizon"},
         {"add-class --dev sh0 --id 3 --rate 1mbit --horizon 10", "missing unit"},
         {"change-class --dev sh0 --id 9 --rate 1mbit", "no class 9"},
+        {"change-class --dev sh0 --id 1 --aqm fq", "bad aqm \"fq\" (use codel or off)"},
+        {"change-class --dev sh0 --id 1 --ecn maybe", "bad ecn \"maybe\""},
+        {"change-class --dev sh0 --id 1 --target 0ns", "aqm target"},
+        {"change-class --dev sh0 --id 1 --interval 20s", "aqm interval"},
         {"del-class --dev sh0 --id 1", "has children (2)"},
         {"del-class --dev sh0 --id 2", "default class"},
         {"del-class --dev sh0 --id 9", "no class 9"},

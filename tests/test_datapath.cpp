@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 
 #include <array>
+#include <chrono>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "loader/class_config.h"
 #include "loader/maps.h"
 #include "loader/program.h"
+#include "packets.h"
 
 using namespace shaperctl;
 
@@ -61,8 +63,10 @@ protected:
         maps_->set_settings(settings);
     }
 
-    void add_class(const ClassSpec& spec)
+    // Token-bucket tests put clocks seconds ahead by hand: CoDel stays off unless asked for.
+    void add_class(ClassSpec spec, bool aqm = false)
     {
+        spec.aqm = aqm;
         maps_->write_class_config(spec.id,
                                   make_class_config(spec, maps_->max_classes(), 2 * kSec));
     }
@@ -355,6 +359,100 @@ TEST_F(Datapath, PoliceModeDropsBeyondTheHorizonAndDoesNotStamp)
     EXPECT_EQ(passed, 6);  // the packet at now, then 5 ms of tolerance at 1 ms each
     EXPECT_EQ(dropped, 14);
     EXPECT_EQ(maps_->counters(1).drops_horizon, 14u);
+}
+
+// CoDel on the virtual backlog: it acts only after the delay has stayed above target for an
+// interval, then every interval/sqrt(count); it marks ECN-capable packets, drops the others,
+// and rests once the delay falls below target.
+class Aqm : public Datapath {
+protected:
+    struct Sent {
+        int action;
+        uint8_t ecn;  // the ECN bits of the frame that left
+    };
+
+    Sent send(uint8_t ecn)
+    {
+        auto frame = test::build_frame({.ecn = ecn});
+        std::vector<uint8_t> out(frame.size() + 64);
+        __sk_buff ctx{};
+        ctx.wire_len = uint32_t(frame.size());
+        LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = frame.data(), .data_out = out.data(),
+                    .data_size_in = uint32_t(frame.size()), .data_size_out = uint32_t(out.size()),
+                    .ctx_in = &ctx, .ctx_size_in = sizeof ctx);
+        EXPECT_EQ(bpf_prog_test_run_opts(program_->prog_fd(), &opts), 0);
+        return {int(opts.retval), uint8_t(out[15] & 3)};
+    }
+
+    void add_aqm_class(bool ecn)
+    {
+        add_class({.id = 1, .rate_bps = 1'000'000'000, .horizon_ns = 10 * kSec, .ecn = ecn,
+                   .aqm_target_ns = 1'000'000, .aqm_interval_ns = 20'000'000},
+                  true);
+    }
+
+    static void sleep_ms(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
+};
+
+TEST_F(Aqm, ActsAfterAnIntervalAboveTargetThenAtTheControlLawPace)
+{
+    add_aqm_class(false);
+    backlog_class(1, 500'000'000);  // 50 ms of delay, target 1 ms
+    for (int i = 0; i < 5; i++)
+        EXPECT_EQ(send(0).action, kTcActOk) << "acting before an interval above target";
+    sleep_ms(25);
+    EXPECT_EQ(send(0).action, kTcActShot);
+    EXPECT_EQ(send(0).action, kTcActOk);  // the next one only interval/sqrt(1) later
+    sleep_ms(22);
+    EXPECT_EQ(send(0).action, kTcActShot);
+    ClassCounters c = maps_->counters(1);
+    EXPECT_EQ(c.drops_aqm, 2u);
+    EXPECT_EQ(c.ecn_marks, 0u);
+    EXPECT_EQ(c.drops_horizon, 0u);
+}
+
+TEST_F(Aqm, MarksEcnCapablePacketsInsteadOfDropping)
+{
+    add_aqm_class(true);
+    backlog_class(1, 500'000'000);
+    EXPECT_EQ(send(2).ecn, 2);  // ECT(0) passes untouched before the interval
+    sleep_ms(25);
+    Sent ect = send(2);
+    EXPECT_EQ(ect.action, kTcActOk);
+    EXPECT_EQ(ect.ecn, 3);  // CE
+    sleep_ms(22);
+    EXPECT_EQ(send(0).action, kTcActShot);  // not ECN-capable: dropped even with ECN on
+    ClassCounters c = maps_->counters(1);
+    EXPECT_EQ(c.ecn_marks, 1u);
+    EXPECT_EQ(c.drops_aqm, 1u);
+}
+
+TEST_F(Aqm, RestsOnceTheDelayFallsBelowTarget)
+{
+    add_aqm_class(false);
+    backlog_class(1, 500'000'000);
+    send(0);
+    sleep_ms(25);
+    EXPECT_EQ(send(0).action, kTcActShot);
+    backlog_class(1, 0);  // the backlog drained
+    EXPECT_EQ(send(0).action, kTcActOk);
+    backlog_class(1, 500'000'000);
+    for (int i = 0; i < 3; i++)
+        EXPECT_EQ(send(0).action, kTcActOk) << "a new episode needs a new interval above target";
+    EXPECT_EQ(maps_->counters(1).drops_aqm, 1u);
+}
+
+TEST_F(Aqm, OffMeansNoMarksNoDrops)
+{
+    add_class({.id = 1, .rate_bps = 1'000'000'000, .horizon_ns = 10 * kSec,
+               .aqm_target_ns = 1'000'000, .aqm_interval_ns = 20'000'000},
+              false);
+    backlog_class(1, 500'000'000);
+    send(2);
+    sleep_ms(25);
+    EXPECT_EQ(send(2).ecn, 2);
+    EXPECT_EQ(send(0).action, kTcActOk);
+    EXPECT_EQ(maps_->counters(1).drops_aqm + maps_->counters(1).ecn_marks, 0u);
 }
 
 }  // namespace
