@@ -26,6 +26,7 @@
 #include "charge.h"
 #include "stats.h"
 #include "aqm.h"
+#include "sparse.h"
 
 #define EDT_IDLE_CAS_TRIES 4
 
@@ -92,6 +93,8 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 	int depth = 0;
 	__u64 estimate = pkt->now;
 	const struct shaper_class_config *leaf = NULL;
+	struct shaper_class_clock *leaf_clock = NULL;
+	bool sparse = false;
 
 	/* Pass 1: every level must accept the packet before any level is charged. */
 #pragma unroll
@@ -108,16 +111,29 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 			beyond = true;
 		if (dep > estimate)
 			estimate = dep;
-		if (i == 0)
+		if (i == 0) {
 			leaf = cfg;
+			leaf_clock = clk;
+		}
 		depth++;
 		id = cfg->parent_id;
 	}
-	if (depth == 0 || !leaf)
+	if (depth == 0 || !leaf || !leaf_clock)
 		return EDT_UNSHAPED;
 
-	/* CoDel on the delay this packet would wait; a dropped packet is charged nowhere. */
-	if (!beyond && pkt->aqm) {
+	/* A sparse flow's packet leaves now; only a backlogged class makes anyone wait. */
+	if (!beyond && pkt->aqm && (leaf->flags & SHAPER_CLASS_SPARSE) &&
+	    estimate > pkt->now + SHAPER_SPARSE_MIN_BACKLOG_NS) {
+		__u32 frac;
+		__u64 cost_ns = shaper_cost_time(edt_level_cost(pkt, leaf), leaf->ns_per_byte_fp, &frac);
+
+		sparse = sparse_departure(skb, class_id, leaf, leaf_clock, estimate - pkt->now,
+					  cost_ns + 1, pkt->now);
+	}
+
+	/* CoDel on the delay this packet would wait; a dropped packet is charged nowhere. A sparse
+	 * packet waits for nothing and tells CoDel nothing. */
+	if (!beyond && pkt->aqm && !sparse) {
 		enum aqm_verdict v = aqm_decide(skb, class_id, leaf, estimate - pkt->now, pkt->now);
 
 		if (v == AQM_DROP) {
@@ -153,6 +169,10 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 			stats_count(id, pkt->segs, cost);
 		}
 		id = cfg->parent_id;
+	}
+	if (sparse) {
+		stats_sparse(class_id);
+		latest = pkt->now;
 	}
 	*departure = latest;
 	return beyond ? EDT_DROP : EDT_SEND;

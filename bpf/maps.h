@@ -50,6 +50,14 @@ struct {
 } shaper_class_aqm SEC(".maps");
 
 struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, SHAPER_MAX_FLOWS);
+	__type(key, struct shaper_flow_key);
+	__type(value, __u64); /* when the flow's last packet arrived */
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} shaper_flows SEC(".maps");
+
+struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, SHAPER_MAX_RULES);
 	__type(key, __u32);

@@ -9,6 +9,7 @@
  *   shaper_class_clock  ARRAY[max_classes]  struct shaper_class_clock  written by datapath only
  *   shaper_class_stats  PERCPU_ARRAY[max_classes] struct shaper_class_stats  datapath only
  *   shaper_class_aqm    ARRAY[max_classes]  struct shaper_class_aqm    CoDel state, datapath only
+ *   shaper_flows        LRU_HASH            shaper_flow_key -> last packet time, datapath only
  *   shaper_rules        ARRAY[SHAPER_MAX_RULES]   struct shaper_rule   the rules as given (control plane)
  *   shaper_rule_stats   PERCPU_ARRAY[SHAPER_MAX_RULES] struct shaper_rule_stats  hits per rule slot
  *   shaper_tuples       ARRAY[2 * SHAPER_MAX_TUPLES] struct shaper_tuple  rule shapes, per generation
@@ -88,6 +89,11 @@ enum shaper_mode {
 #define SHAPER_CLASS_PRESENT (1u << 0)
 #define SHAPER_CLASS_AQM (1u << 1) /* CoDel on the class's virtual backlog (edt mode) */
 #define SHAPER_CLASS_ECN (1u << 2) /* CE-mark ECN-capable packets instead of dropping them */
+#define SHAPER_CLASS_SPARSE (1u << 3) /* sparse flows leave ahead of the class backlog */
+
+#define SHAPER_MAX_FLOWS 65536u                 /* flows remembered for sparseness, LRU */
+#define SHAPER_SPARSE_MIN_BACKLOG_NS 1000000ull /* below 1 ms of backlog nobody needs to jump */
+#define SHAPER_SPARSE_ALLOWANCE_BYTES 3076u     /* early departures at most two frames ahead */
 
 #define SHAPER_DEFAULT_AQM_TARGET_NS 5000000ull     /* 5 ms */
 #define SHAPER_DEFAULT_AQM_INTERVAL_NS 100000000ull /* 100 ms */
@@ -179,6 +185,7 @@ struct shaper_class_config {
 	__u64 aqm_target_ns;  /* CoDel: acceptable standing delay */
 	__u64 aqm_interval_ns;/* CoDel: how long above target before acting */
 	__u64 aqm_floor_ns;   /* SHAPER_AQM_FLOOR_BYTES at rate: slow classes need a larger target */
+	__u64 sparse_allowance_ns; /* how far sparse packets may run ahead: burst or two frames */
 };
 
 /* CoDel's state for one class, under its lock (CPUs enqueue into one class at once). */
@@ -199,7 +206,13 @@ struct shaper_class_aqm {
 struct shaper_class_clock {
 	__u64 tat_ns; /* monotonic ns */
 	__u64 frac;   /* low 32 bits: sub-ns remainder in 2^-32 ns; carries into tat_ns */
-	__u64 pad[6];
+	__u64 sparse_tat_ns; /* the sparse allowance's own clock (GCRA at the class rate) */
+	__u64 pad[5];
+};
+
+struct shaper_flow_key {
+	__u32 class_id;
+	__u32 hash; /* skb->hash: the flow */
 };
 
 struct shaper_class_stats {
@@ -209,6 +222,7 @@ struct shaper_class_stats {
 	__u64 drops_horizon; /* packets dropped for leaving beyond the horizon */
 	__u64 drops_aqm;     /* packets CoDel dropped (not ECN-capable, or ECN off) */
 	__u64 ecn_marks;     /* packets CoDel marked CE instead */
+	__u64 sparse;        /* packets of sparse flows sent ahead of the backlog */
 };
 
 #endif /* SHAPER_ABI_H */

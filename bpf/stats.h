@@ -38,4 +38,12 @@ static __always_inline void stats_aqm(__u32 class_id, bool marked)
 		st->drops_aqm++;
 }
 
+static __always_inline void stats_sparse(__u32 class_id)
+{
+	struct shaper_class_stats *st = bpf_map_lookup_elem(&shaper_class_stats, &class_id);
+
+	if (st)
+		st->sparse++;
+}
+
 #endif /* SHAPER_STATS_H */

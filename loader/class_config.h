@@ -18,6 +18,7 @@ struct ClassSpec {
     uint64_t horizon_ns = 0;   // 0: the mode's default
     bool aqm = true;           // CoDel on the class's virtual backlog (edt mode)
     bool ecn = true;           // mark ECN-capable packets instead of dropping them
+    bool sparse = true;        // sparse flows leave ahead of the class backlog (edt mode)
     uint64_t aqm_target_ns = SHAPER_DEFAULT_AQM_TARGET_NS;
     uint64_t aqm_interval_ns = SHAPER_DEFAULT_AQM_INTERVAL_NS;
 

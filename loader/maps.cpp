@@ -169,6 +169,7 @@ ClassCounters ShaperMaps::counters(uint32_t id) const
         sum.drops_horizon += s.drops_horizon;
         sum.drops_aqm += s.drops_aqm;
         sum.ecn_marks += s.ecn_marks;
+        sum.sparse += s.sparse;
     }
     return sum;
 }

@@ -15,7 +15,7 @@ class Program;
 struct CompiledRules;
 
 struct ClassCounters {
-    uint64_t packets = 0, segments = 0, bytes = 0, drops_horizon = 0, drops_aqm = 0, ecn_marks = 0;
+    uint64_t packets = 0, segments = 0, bytes = 0, drops_horizon = 0, drops_aqm = 0, ecn_marks = 0, sparse = 0;
 };
 
 class ShaperMaps {

@@ -63,10 +63,12 @@ protected:
         maps_->set_settings(settings);
     }
 
-    // Token-bucket tests put clocks seconds ahead by hand: CoDel stays off unless asked for.
-    void add_class(ClassSpec spec, bool aqm = false)
+    // Token-bucket tests put clocks seconds ahead by hand: CoDel and the sparse-flow path (which
+    // would let a first packet jump that backlog) stay off unless asked for.
+    void add_class(ClassSpec spec, bool aqm = false, bool sparse = false)
     {
         spec.aqm = aqm;
+        spec.sparse = sparse;
         maps_->write_class_config(spec.id,
                                   make_class_config(spec, maps_->max_classes(), 2 * kSec));
     }
@@ -453,6 +455,61 @@ TEST_F(Aqm, OffMeansNoMarksNoDrops)
     EXPECT_EQ(send(2).ecn, 2);
     EXPECT_EQ(send(0).action, kTcActOk);
     EXPECT_EQ(maps_->counters(1).drops_aqm + maps_->counters(1).ecn_marks, 0u);
+}
+
+// Sparse flows: a flow with nothing of its own queued leaves ahead of the class backlog, within
+// an allowance of two frames at the class rate; it is charged like any other packet.
+class Sparse : public Aqm {
+protected:
+    uint64_t send_flow(uint16_t sport, uint32_t wire_len)
+    {
+        auto frame = test::build_frame({.sport = sport});
+        __sk_buff ctx{};
+        ctx.wire_len = wire_len;
+        LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = frame.data(),
+                    .data_size_in = uint32_t(frame.size()), .ctx_in = &ctx, .ctx_out = &ctx,
+                    .ctx_size_in = sizeof ctx, .ctx_size_out = sizeof ctx);
+        EXPECT_EQ(bpf_prog_test_run_opts(program_->prog_fd(), &opts), 0);
+        return ctx.tstamp;
+    }
+};
+
+TEST_F(Sparse, NewFlowLeavesNowBulkFlowWaitsAndBothAreCharged)
+{
+    add_class({.id = 1, .rate_bps = 8'000'000, .horizon_ns = 10 * kSec}, true, true);
+    const uint64_t tat = backlog_class(1, 100'000'000);  // 100 ms of backlog
+    const uint64_t before = now_ns();
+    const uint64_t first = send_flow(1000, 500);
+    EXPECT_GE(first, before);
+    EXPECT_LE(first, now_ns()) << "a sparse flow's packet should leave now";
+    const uint64_t second = send_flow(1000, 500);  // the same flow again: no longer sparse
+    EXPECT_EQ(second, tat + 500'000);                // behind the backlog and its first packet
+    EXPECT_EQ(maps_->clock(1).tat_ns, tat + 1'000'000);  // both charged
+    EXPECT_EQ(maps_->counters(1).sparse, 1u);
+}
+
+TEST_F(Sparse, EarlyDeparturesStayWithinTheAllowance)
+{
+    add_class({.id = 1, .rate_bps = 8'000'000, .horizon_ns = 10 * kSec}, true, true);
+    const uint64_t tat = backlog_class(1, 100'000'000);
+    int early = 0;
+    for (uint16_t flow = 1; flow <= 10; flow++)
+        if (send_flow(flow, 1000) < tat)
+            early++;
+    EXPECT_EQ(early, 3);  // 3076 bytes of allowance: three 1000-byte packets, not ten
+    EXPECT_EQ(maps_->counters(1).sparse, 3u);
+    EXPECT_EQ(maps_->clock(1).tat_ns, tat + 10 * 1'000'000);
+}
+
+TEST_F(Sparse, OffOrAnIdleClassChangesNothing)
+{
+    add_class({.id = 1, .rate_bps = 8'000'000, .horizon_ns = 10 * kSec}, true, false);
+    const uint64_t tat = backlog_class(1, 100'000'000);
+    EXPECT_EQ(send_flow(7, 500), tat);
+    add_class({.id = 1, .rate_bps = 8'000'000, .horizon_ns = 10 * kSec}, true, true);
+    backlog_class(1, 0);
+    send_flow(8, 500);
+    EXPECT_EQ(maps_->counters(1).sparse, 0u) << "no backlog: nobody needs to jump it";
 }
 
 }  // namespace

@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * Sparse flows ahead of the class backlog. With one clock per class every flow of the class
+ * waits behind the whole backlog: a ping behind eight bulk TCP flows waits as long as they do.
+ * A flow whose last packet came longer ago than the class's current backlog has nothing of its
+ * own queued: it is sparse, and its packet may leave now instead of at the back of the backlog.
+ *
+ * The packet is still charged to the class clock like any other, so the bulk flows behind it
+ * leave later by its cost. What sparse packets may take early is itself a token bucket at the
+ * class rate whose depth is the sparse allowance (the class burst, or two frames when the burst
+ * is smaller): over any interval T the class still releases at most
+ * max(burst, two frames) + rate * T plus one packet.
+ */
+#ifndef SHAPER_SPARSE_H
+#define SHAPER_SPARSE_H
+
+#include "maps.h"
+
+/* Whether this packet's flow is sparse and the allowance can take it (then charged to it). */
+static __always_inline bool sparse_departure(struct __sk_buff *skb, __u32 class_id,
+					     const struct shaper_class_config *cfg,
+					     struct shaper_class_clock *clk, __u64 backlog_ns,
+					     __u64 cost_ns, __u64 now)
+{
+	struct shaper_flow_key key = { .class_id = class_id, .hash = bpf_get_hash_recalc(skb) };
+	__u64 *last_seen = bpf_map_lookup_elem(&shaper_flows, &key);
+	bool sparse = !last_seen || now - *last_seen > backlog_ns;
+
+	if (last_seen)
+		*last_seen = now;
+	else
+		bpf_map_update_elem(&shaper_flows, &key, &now, BPF_ANY);
+	if (!sparse)
+		return false;
+
+	/* The allowance: one compare-and-swap; a lost race just means no early departure. */
+	__u64 seen = *(volatile __u64 *)&clk->sparse_tat_ns;
+	__u64 base = seen > now ? seen : now;
+
+	if (base + cost_ns > now + cfg->sparse_allowance_ns)
+		return false;
+	return __sync_val_compare_and_swap(&clk->sparse_tat_ns, seen, base + cost_ns) == seen;
+}
+
+#endif /* SHAPER_SPARSE_H */
