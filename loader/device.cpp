@@ -8,6 +8,8 @@
 
 #include <cerrno>
 
+#include "loader/attach_record.h"
+#include "loader/bpffs.h"
 #include "loader/error.h"
 
 namespace shaperctl {
@@ -43,6 +45,31 @@ Device Device::resolve(const std::string& name)
     if (!ifindex)
         throw Error("unknown device \"" + name + "\"");
     return Device{name, static_cast<int>(ifindex), current_netns()};
+}
+
+Device Device::resolve_managed(const std::string& name)
+{
+    if (name.empty() || name.size() >= IFNAMSIZ)
+        throw Error("bad device name \"" + name + "\"");
+    const uint64_t netns = current_netns();
+    const unsigned live = if_nametoindex(name.c_str());
+    if (live) {
+        Device device{name, static_cast<int>(live), netns};
+        if (path_exists(device.run_dir() + "/attach.json"))
+            return device;
+    }
+    const std::string ns_dir = std::string(kRunRoot) + "/ns" + std::to_string(netns);
+    for (const std::string& entry : list_dir(ns_dir)) {
+        auto record = AttachRecord::load(ns_dir + "/" + entry + "/attach.json");
+        if (!record || record->device != name)
+            continue;
+        Device old{name, record->ifindex, netns};
+        if (old.current_name() != name)
+            return old;  // gone, or its ifindex now names another device
+    }
+    if (live)
+        return Device{name, static_cast<int>(live), netns};
+    throw Error("unknown device \"" + name + "\"");
 }
 
 std::string Device::pin_dir() const

@@ -16,6 +16,11 @@ struct Device {
     // Resolves a name in the calling thread's network namespace; Error "unknown device".
     static Device resolve(const std::string& name);
 
+    // Like resolve(), but a device that shaperctl manages and that was deleted (or renamed away)
+    // since is found by its attach record, under its old ifindex: status can report it gone and
+    // detach can clean up after it. A live device of that name that is attached comes first.
+    static Device resolve_managed(const std::string& name);
+
     // Where its pinned programs and maps live, and where its attach record lives.
     std::string pin_dir() const;
     std::string run_dir() const;

@@ -368,6 +368,32 @@ TEST_F(Cli, CgroupRuleMatchesProcessesInTheCgroupOnly)
     EXPECT_GE(outside["unclassified"]["packets"].get<int>(), 3);
 }
 
+// Eight shaperctl processes change one device at once: every change lands (they serialize on
+// the device's lock), and a reader running meanwhile always sees whole classes.
+TEST_F(Cli, ConcurrentProcessesLoseNoChange)
+{
+    ok("attach --dev sh0 --mode police");
+    const std::string bin = shaperctl_bin() + " -n " + ns_->name();
+    // Each process: 10 classes, a rule for each of the first 5; eight such processes at once.
+    std::string script;
+    for (int p = 0; p < 8; p++) {
+        const std::string id = "$((" + std::to_string(p * 100) + " + i))";
+        script += "(for i in $(seq 1 10); do " + bin + " add-class --dev sh0 --id " + id +
+                  " --rate " + std::to_string(p + 1) + "mbit || exit 1; [ $i -gt 5 ] || " + bin +
+                  " add-rule --dev sh0 --pref " + id + " --class " + id + " --dport $((" +
+                  std::to_string(1000 + p * 100) + " + i)) || exit 1; done) & pids=\"$pids $!\"; ";
+    }
+    CommandResult r = run("fail=0; " + script + "for p in $pids; do wait $p || fail=1; done; exit $fail");
+    EXPECT_EQ(r.status, 0) << r.output;
+    json st = status();
+    ASSERT_EQ(st["classes"].size(), 80u);
+    for (auto& c : st["classes"]) {
+        const int id = c["id"];
+        EXPECT_EQ(c["rate_bps"], (id / 100 + 1) * 1'000'000) << id;
+    }
+    EXPECT_EQ(st["rules"].size(), 40u);
+}
+
 TEST_F(Cli, ListShowsManagedDevices)
 {
     ok("attach --dev sh0 --mode police");
