@@ -30,6 +30,11 @@ static __always_inline __u64 aqm_control_law(__u64 interval, __u32 count)
 {
 	__u32 n = count < AQM_SQRT_STEPS ? count : AQM_SQRT_STEPS;
 
+	/* Bound the index on the very register that indexes: older verifiers (6.1) lose the bound
+	 * when clang copies it before the clamp. */
+	barrier_var(n);
+	if (n > AQM_SQRT_STEPS)
+		n = AQM_SQRT_STEPS;
 	return (interval * aqm_inv_sqrt_q16[n]) >> 16;
 }
 

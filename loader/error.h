@@ -3,12 +3,16 @@
 
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace shaperctl {
 
+// Control characters (a newline typed into a device name, say) as \xNN: one line, always.
+std::string one_line(std::string_view text);
+
 class Error : public std::runtime_error {
 public:
-    explicit Error(const std::string& message) : std::runtime_error(message) {}
+    explicit Error(const std::string& message) : std::runtime_error(one_line(message)) {}
 };
 
 // "what: strerror(err)" for a failed system or libbpf call (err may be negative).

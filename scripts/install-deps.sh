@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   # build
-  cmake make g++ clang llvm pkg-config
+  cmake make g++ clang llvm pkg-config libclang-rt-14-dev
   libbpf-dev bpftool libelf-dev zlib1g-dev
   libcli11-dev nlohmann-json3-dev libmnl-dev libcpp-httplib-dev
   googletest libgtest-dev libgmock-dev

@@ -10,3 +10,8 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 bash scripts/build.sh
 ctest --test-dir build --output-on-failure --timeout 900 "$@"
+# Fuzzers: a clang + libFuzzer build of fuzz/ alone; each target fuzzes 20 s from its corpus.
+if [ $# -eq 0 ]; then
+  bash scripts/fuzz.sh --build-only
+  ctest --test-dir build-fuzz -j2 --output-on-failure
+fi

@@ -255,6 +255,7 @@ TEST_F(Cli, BadInputIsRefusedInOneLineAndChangesNothing)
         {"set-default --dev sh0 --class 9", "no class 9"},
         {"set-default --dev sh0", "--class N or --none"},
         {"attach --dev sh0 --mode bogus", "bad mode \"bogus\""},
+        {"status --dev \"$(printf 'sh0\\nx')\"", "sh0\\x0ax"},
         {"attach --dev sh0", "already attached in police mode"},
         {"add-class --dev sh0 --id 3", "--rate"},
         {"frobnicate --dev sh0", "unknown command \"frobnicate\""},
@@ -348,6 +349,8 @@ TEST_F(Cli, CgroupRuleMatchesProcessesInTheCgroupOnly)
     const std::string root = shaperctl::cgroup2_root();
     if (root.empty())
         GTEST_SKIP() << "no cgroup v2 hierarchy mounted";
+    if (run("nsenter --version").output.find("util-linux") == std::string::npos)
+        GTEST_SKIP() << "needs util-linux nsenter";
     const std::string cg = root + "/shaperctl-test-" + std::to_string(getpid());
     ASSERT_EQ(mkdir(cg.c_str(), 0755), 0) << cg;
     ns_->ip("addr add 10.77.0.1/24 dev sh0");

@@ -30,13 +30,16 @@ constexpr uint64_t kSec = 1'000'000'000ull;
 std::array<uint8_t, 54> tcp_frame()
 {
     std::array<uint8_t, 54> frame{};
-    auto* eth = reinterpret_cast<ethhdr*>(frame.data());
-    eth->h_proto = htons(ETH_P_IP);
-    auto* ip = reinterpret_cast<iphdr*>(frame.data() + sizeof(ethhdr));
-    ip->version = 4;
-    ip->ihl = 5;
-    ip->protocol = IPPROTO_TCP;
-    ip->tot_len = htons(40);
+    ethhdr eth{};
+    eth.h_proto = htons(ETH_P_IP);
+    iphdr ip{};
+    ip.version = 4;
+    ip.ihl = 5;
+    ip.protocol = IPPROTO_TCP;
+    ip.tot_len = htons(40);
+    // Copied, not cast: the IP header sits at an odd offset of the byte array.
+    std::memcpy(frame.data(), &eth, sizeof eth);
+    std::memcpy(frame.data() + sizeof eth, &ip, sizeof ip);
     return frame;
 }
 

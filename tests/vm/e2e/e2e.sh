@@ -1,0 +1,634 @@
+#!/bin/sh
+# shaperctl end-to-end scenario: runs inside the stock-kernel VM (busybox sh), started by
+# tests/vm/e2e/run-e2e.sh. Prints one result line per case:
+#   PASS|FAIL|XFAIL|XPASS|SKIP|INFO NAME: TEXT [SECONDS s]
+# (XFAIL: a known product bug reproduced, see the case; XPASS: that bug looks fixed.)
+# Indented lines are details. Exits 1 if any case FAILed.
+#
+# usage (in the VM): e2e.sh [CASE...]   cases: baseline tcp100k tcp20m tcp200m flows8 change
+#                                       burst rules small udp fwd   (default: all; setup and
+#                                       the attach/detach checks always run)
+#
+# Topology (network namespaces; the sender side is shaped, edt mode, sch_fq):
+#   snd: va0 10.0.0.1 <-veth-> rcv: vb0 10.0.0.2     pair 0, GSO/TSO on
+#   snd: va1 10.0.1.1 <-veth-> rcv: vb1 10.0.1.2     pair 1, GSO/TSO off (ethtool -K)
+#   snd: va2 10.0.2.1 <-veth-> rcv: vb2 10.0.2.2     pair 2, GSO/TSO off, fq flow_limit 1000
+#   fa: a0 10.1.0.1 <-> rt: ra 10.1.0.254 | rt: rb 10.2.0.254 <-> fb: b0 10.2.0.1
+#       (forwarded: shaped on the router's egress rb)
+# iperf3 servers run on the sending side and receivers run the client with -R, so every
+# goodput below is measured by the receiver (iperf3 interval bytes).
+#
+# Expected goodput. Every segment is charged its L2 length + 24 bytes (--overhead 24:
+# preamble, SFD, FCS, inter-frame gap). With MTU 1500:
+#   TCP with timestamps: 1448 payload = 1500 - 20 IP - 20 TCP - 12 options; 1514 on the
+#     wire with the 14-byte Ethernet header; charged 1514 + 24 = 1538
+#     => goodput = rate * 1448 / 1538 (94.15 kbit/s at 100 kbit, 18.83 Mbit/s at 20 Mbit)
+#   UDP 1472-byte datagrams: 1472 + 8 + 20 + 14 = 1514, charged 1538 => rate * 1472 / 1538
+#   UDP 100-byte datagrams: 100 + 8 + 20 + 14 = 142, charged 166 => rate * 100 / 166
+set -u
+
+LIB=/usr/local/share/shaperctl-e2e/lib.sh
+[ -f "$LIB" ] || LIB="$(dirname "$0")/lib.sh"
+# shellcheck source=lib.sh
+. "$LIB"
+
+PASSES=0 FAILS=0 XFAILS=0 XPASSES=0 SKIPS=0
+T_START=$(uptime_s)
+CASE_T0=$T_START
+TCP_FRAC="1448 / 1538"
+
+begin() { CASE_T0=$(uptime_s); echo; echo "=== $*"; }
+note() { echo "  $*"; }
+# result KIND NAME TEXT
+result() {
+  local _t
+  _t=$(awk -v a="$CASE_T0" -v b="$(uptime_s)" 'BEGIN { printf "%.1f", b - a }')
+  echo "$1 $2: $3 [${_t} s]"
+  case $1 in
+    PASS) PASSES=$((PASSES + 1)) ;;
+    FAIL) FAILS=$((FAILS + 1)) ;;
+    XFAIL) XFAILS=$((XFAILS + 1)) ;;
+    XPASS) XPASSES=$((XPASSES + 1)) ;;
+    SKIP) SKIPS=$((SKIPS + 1)) ;;
+  esac
+}
+# within MEASURED EXPECTED TOL_PCT
+within() { cond "$1 >= $2 * (1 - $3 / 100) && $1 <= $2 * (1 + $3 / 100)"; }
+# check_rate NAME MEASURED_BPS EXPECTED_BPS TOL_PCT [MORE]
+check_rate() {
+  local _k
+  if within "$2" "$3" "$4"; then _k=PASS; else _k=FAIL; fi
+  result "$_k" "$1" "$(fmt_rate "$2" "$3") goodput (expected $(fmt_num "$3" "$3"), bound ±$4%)${5:+; $5}"
+}
+# run_ok NAME CMD...: runs a setup command; on failure records FAIL NAME and returns 1.
+run_ok() {
+  local _name _out
+  _name=$1
+  shift
+  if ! _out=$("$@" 2>&1); then
+    result FAIL "$_name" "'$*' failed: $_out"
+    return 1
+  fi
+  [ -z "$_out" ] || note "$_out"
+}
+# iperf_failed NAME JSON: true (and FAIL recorded) if iperf3 reported an error.
+iperf_failed() {
+  local _e
+  _e=$(iperf_error "$2")
+  [ -z "$_e" ] && return 1
+  result FAIL "$1" "iperf3: $_e"
+}
+sleep_until() {
+  sleep "$(awk -v t="$1" -v n="$(uptime_s)" 'BEGIN { d = t - n; printf "%.2f", (d > 0 ? d : 0) }')"
+}
+# klass NS DEV ARGS...: change-class of class 1 (every case reconfigures it).
+klass() { local ns=$1 dev=$2; shift 2; shaperctl -n "$ns" change-class --dev "$dev" --id 1 "$@"; }
+
+WANT="${*:-baseline tcp100k tcp20m tcp200m flows8 change burst rules small udp fwd}"
+want() { case " $WANT " in *" $1 "*) return 0 ;; esac; return 1; }
+
+# --- setup ------------------------------------------------------------------
+
+begin "setup: kernel $(uname -r), $(nproc) cpus, $SHAPERCTL"
+for ns in snd rcv fa rt fb; do new_ns "$ns" || { echo "FAIL setup: netns $ns"; exit 1; }; done
+veth_pair snd va0 10.0.0.1/24 rcv vb0 10.0.0.2/24 &&
+  veth_pair snd va1 10.0.1.1/24 rcv vb1 10.0.1.2/24 &&
+  veth_pair snd va2 10.0.2.1/24 rcv vb2 10.0.2.2/24 &&
+  veth_pair fa a0 10.1.0.1/24 rt ra 10.1.0.254/24 &&
+  veth_pair rt rb 10.2.0.254/24 fb b0 10.2.0.1/24 &&
+  ip -n fa route add 10.2.0.0/24 via 10.1.0.254 &&
+  ip -n fb route add 10.1.0.0/24 via 10.2.0.254 &&
+  nsx rt sysctl -qw net.ipv4.ip_forward=1 ||
+  { echo "FAIL setup: topology"; exit 1; }
+for d in va1 va2; do
+  nsx snd ethtool -K $d gso off tso off || { echo "FAIL setup: ethtool -K $d gso off tso off"; exit 1; }
+  note "$d: $(nsx snd ethtool -k $d | grep -E '^(tcp-segmentation-offload|generic-segmentation-offload):' | tr '\n' ' ')"
+done
+# A non-default root on rb, which detach must bring back.
+tc -n rt qdisc replace dev rb root fq_codel limit 1234 || { echo "FAIL setup: fq_codel on rb"; exit 1; }
+iperf_server snd 5201   # via va0
+iperf_server snd 5204   # via va0, sent from port 5204: the rules case puts it in class 2
+iperf_server snd 5202   # via va1
+iperf_server snd 5203   # via va2
+iperf_server rcv 5201   # the burst probe sends from snd
+iperf_server fa 5201    # forwarded
+for s in "snd 5201" "snd 5202" "snd 5203" "snd 5204" "rcv 5201" "fa 5201"; do
+  # shellcheck disable=SC2086
+  wait_listen $s || { echo "FAIL setup: iperf3 server $s did not start"; exit 1; }
+done
+trap 'stop_iperf_servers' EXIT
+
+# root_qdisc NS DEV: the root qdisc's kind and options, as JSON.
+root_qdisc() {
+  tc -n "$1" -j qdisc show dev "$2" | jq -c '[.[] | select(.root == true) | {kind, options}]'
+}
+PRIOR_va0=$(root_qdisc snd va0) PRIOR_va1=$(root_qdisc snd va1) PRIOR_va2=$(root_qdisc snd va2)
+PRIOR_rb=$(root_qdisc rt rb)
+note "prior roots: va0 $PRIOR_va0, va1 $PRIOR_va1, va2 $PRIOR_va2, rb $PRIOR_rb"
+
+# --- cases ------------------------------------------------------------------
+
+BASE_BPS=0 ATTACH_OK=1 ATTACHED=""
+case_baseline() {
+  begin "baseline: unshaped TCP over va0, 2 s"
+  iperf_rx rcv 10.0.0.1 5201 /tmp/base.json -t 2 -i 0.5
+  iperf_failed unshaped-veth /tmp/base.json && return
+  BASE_BPS=$(goodput_bps /tmp/base.json 0.5)
+  result INFO unshaped-veth "$(fmt_rate "$BASE_BPS") TCP goodput without shaping (this VM's ceiling)"
+}
+
+# attach_check NS DEV [attach args]: attach and assert fq on every tx queue.
+attach_check() {
+  local _ns _dev _st
+  _ns=$1 _dev=$2
+  shift 2
+  run_ok "attach-$_dev" shaperctl -n "$_ns" attach --dev "$_dev" "$@" || { ATTACH_OK=0; return 1; }
+  ATTACHED="$ATTACHED $_dev"
+  _st=$(status_json "$_ns" "$_dev" | jq -c '{mode, qdisc}')
+  note "$_dev: $_st"
+  if [ "$(echo "$_st" | jq '.qdisc.fq_everywhere == true and .mode == "edt"')" = true ]; then
+    result PASS "attach-$_dev" "mode edt, qdisc.fq_everywhere true ($(echo "$_st" |
+      jq -r '"root \(.qdisc.root), fq on \(.qdisc.fq_queues)/\(.qdisc.queues) tx queues"'))"
+  else
+    result FAIL "attach-$_dev" "status says $_st"
+  fi
+  run_ok "attach-$_dev" shaperctl -n "$_ns" add-class --dev "$_dev" --id 1 --rate 20mbit --overhead 24 &&
+    run_ok "attach-$_dev" shaperctl -n "$_ns" set-default --dev "$_dev" --class 1
+}
+
+case_tcp100k() {
+  local _c0 _t0 _on0 _p0 _p1 _exp _i _name _c1 _t1 _on1 _tcp0 _gso _rttlog
+  begin "one TCP flow at 100 kbit on va0 (GSO/TSO on) and va1 (off) at once, 11 s, first second skipped, tcp_tso_rtt_log=0"
+  # TCP sizes its GSO packets itself (the device's gso off only moves the segmentation after
+  # sch_fq). Since Linux 5.18, tcp_tso_rtt_log (default 9) adds gso_max_size >> (min_rtt /
+  # 512 us) bytes: with the sub-millisecond min RTT of an idle veth that is 32-64 KB, so GSO
+  # packets of 6-45 segments, 0.7-5.5 s each at 100 kbit. Each is charged and sent as a unit:
+  # the next lands beyond the 2 s horizon and is dropped whole, and RTOs stall the flow for
+  # seconds (measured: 20 drops in 11 s, 0-byte seconds, 3x bursts, goodput off by +-11%).
+  # With tcp_tso_rtt_log=0 GSO packets stay at ~2 segments (pacing-rate autosizing) and the
+  # run is smooth. This is a product limitation at low rates: see the report.
+  _rttlog=$(nsx snd sysctl -n net.ipv4.tcp_tso_rtt_log 2>/dev/null || echo 9)
+  nsx snd sysctl -qw net.ipv4.tcp_tso_rtt_log=0
+  klass snd va0 --rate 100kbit && klass snd va1 --rate 100kbit ||
+    { result FAIL tcp-100kbit "change-class failed"; return; }
+  _c0=$(class_counters snd va1 1) _t0=$(tx_counters snd va1) _on0=$(class_counters snd va0 1)
+  _tcp0=$(tcp_stats snd)
+  iperf_rx rcv 10.0.0.1 5201 /tmp/k0.json -t 11 -i 1 &
+  _p0=$!
+  iperf_rx rcv 10.0.1.1 5202 /tmp/k1.json -t 11 -i 1 &
+  _p1=$!
+  wait $_p0
+  wait $_p1
+  wait_drained snd va0 1
+  wait_drained snd va1 1
+  _c1=$(class_counters snd va1 1) _t1=$(tx_counters snd va1) _on1=$(class_counters snd va0 1)
+  note "TCP in snd (both flows): $(tcp_stats_delta "$_tcp0" "$(tcp_stats snd)")"
+  _exp=$(calc "100000 * $TCP_FRAC")
+  for _i in 0 1; do
+    if [ $_i = 0 ]; then
+      _name=tcp-100kbit-gso-on _gso=$(echo "$_on0 $_on1" | awk '{ printf "%d GSO packets of %d segments, %d horizon drops", $6 - $1, $7 - $2, $9 - $4 }')
+    else
+      _name=tcp-100kbit-gso-off _gso=$(echo "$_c0 $_c1" | awk '{ printf "%d GSO packets of %d segments, %d horizon drops", $6 - $1, $7 - $2, $9 - $4 }')
+    fi
+    iperf_failed $_name /tmp/k$_i.json && continue
+    note "$_name per-second receive bytes: $(jq -r '[.intervals[].sum.bytes] | join(" ")' /tmp/k$_i.json)"
+    check_rate $_name "$(goodput_bps /tmp/k$_i.json 1)" "$_exp" 10 "tc saw $_gso"
+  done
+  # Per-segment charging: with GSO off at the device, TCP still hands tc GSO packets (it always
+  # builds them); they are segmented after sch_fq, so the device counts segments. Every byte
+  # charged must be a transmitted byte plus 24 per transmitted segment, exactly.
+  check_identity gso-off-per-segment-charge "$_c0" "$_c1" "$_t0" "$_t1"
+  nsx snd sysctl -qw net.ipv4.tcp_tso_rtt_log="$_rttlog"
+}
+
+# check_identity NAME CLASS0 CLASS1 TX0 TX1: charged bytes == tx bytes + 24 * tx packets.
+check_identity() {
+  local _line _k
+  _line=$(echo "$2 $3 $4 $5" | awk '{
+    charged = $8 - $3; pk = $13 - $11; by = $14 - $12; want = by + 24 * pk
+    printf "%d %d %d %d %d", (charged == want), charged, by, pk, $6 - $1 }')
+  set -- "$1" $_line
+  if [ "$2" = 1 ]; then _k=PASS; else _k=FAIL; fi
+  result $_k "$1" "charged $3 B = $4 B transmitted + 24 x $5 segments (tc saw $6 packets)"
+}
+
+case_tcp20m() {
+  begin "one TCP flow at 20 Mbit on va0, 3 s"
+  klass snd va0 --rate 20mbit || { result FAIL tcp-20mbit "change-class failed"; return; }
+  iperf_rx rcv 10.0.0.1 5201 /tmp/m20.json -t 3 -i 0.5
+  iperf_failed tcp-20mbit /tmp/m20.json && return
+  check_rate tcp-20mbit "$(goodput_bps /tmp/m20.json 0.5)" "$(calc "20e6 * $TCP_FRAC")" 5
+}
+
+case_tcp200m() {
+  local _e _g _ceil
+  begin "one TCP flow at 200 Mbit on va0, 2 s (and 1 Gbit for information)"
+  _e=$(calc "200e6 * $TCP_FRAC")
+  klass snd va0 --rate 200mbit || { result FAIL tcp-200mbit "change-class failed"; return; }
+  iperf_rx rcv 10.0.0.1 5201 /tmp/m200.json -t 2 -i 0.5
+  iperf_failed tcp-200mbit /tmp/m200.json && return
+  note "intervals: $(jq -r '[.intervals[].sum.bits_per_second / 1e6 | floor] | join(" ")' /tmp/m200.json) Mbit/s"
+  _g=$(goodput_bps /tmp/m200.json 0.5)
+  # 1 Gbit is beyond what TCG moves: that run measures the VM's ceiling through the same path.
+  klass snd va0 --rate 1gbit || return
+  iperf_rx rcv 10.0.0.1 5201 /tmp/g1.json -t 2 -i 0.5
+  iperf_failed tcp-1gbit /tmp/g1.json && return
+  _ceil=$(goodput_bps /tmp/g1.json 0.5)
+  result INFO tcp-1gbit "$(fmt_rate "$_ceil" 1e6) goodput (expected $(fmt_num "$(calc "1e9 * $TCP_FRAC")" 1e6) if the VM could: TCG is the limit$([ "$BASE_BPS" = 0 ] || echo "; unshaped $(fmt_rate "$BASE_BPS" 1e6) at the start"))"
+  if ! within "$_g" "$_e" 5; then
+    # A busy host slows the VM. With burst 0 a departure slot the sender misses is lost, and
+    # a stalled vCPU misses many: 148 Mbit/s was seen at 200 Mbit while 1 Gbit still moved
+    # 255 Mbit/s. Below twice the target the run says nothing about the shaper.
+    if cond "$_ceil < 2 * $_e"; then
+      result SKIP tcp-200mbit "$(fmt_rate "$_g" 1e6) (expected $(fmt_num "$_e" 1e6)), but the VM now moves only $(fmt_rate "$_ceil" 1e6) at 1 Gbit: host too busy to tell"
+      return
+    fi
+    note "tcp-200mbit: $(fmt_rate "$_g" 1e6) on the first run; the VM does $(fmt_rate "$_ceil" 1e6), so once more"
+    klass snd va0 --rate 200mbit || return
+    iperf_rx rcv 10.0.0.1 5201 /tmp/m200.json -t 2 -i 0.5
+    iperf_failed tcp-200mbit /tmp/m200.json && return
+    _g=$(goodput_bps /tmp/m200.json 0.5)
+  fi
+  check_rate tcp-200mbit "$_g" "$_e" 5
+}
+
+case_flows8() {
+  begin "8 parallel TCP flows in one 20 Mbit class on va0, 3 s"
+  klass snd va0 --rate 20mbit || { result FAIL tcp-8flows-20mbit "change-class failed"; return; }
+  iperf_rx rcv 10.0.0.1 5201 /tmp/p8.json -t 3 -i 0.5 -P 8
+  iperf_failed tcp-8flows-20mbit /tmp/p8.json && return
+  _per=$(jq -r '[.end.streams[].receiver.bits_per_second / 1e6 | . * 100 | round / 100] | sort | join(" ")' /tmp/p8.json)
+  check_rate tcp-8flows-20mbit "$(goodput_bps /tmp/p8.json 0.5)" "$(calc "20e6 * $TCP_FRAC")" 5 \
+    "per flow $_per Mbit/s (one class clock: no per-flow fairness promised)"
+}
+
+case_change() {
+  local _ts _p _est20 _est5 _c _e20 _e5 _g _v _bad _rest _pre _post _msg
+  begin "change-class 20 -> 5 Mbit under load on va0 (TCP, 6 s, 0.5 s intervals, change at ~3 s)"
+  klass snd va0 --rate 20mbit || { result FAIL change-class-20-to-5mbit "change-class failed"; return; }
+  sleep 0.2
+  _ts=$(uptime_s)
+  iperf_rx rcv 10.0.0.1 5201 /tmp/cc.json -t 6 -i 0.5 &
+  _p=$!
+  sleep_until "$(calc "$_ts + 1")"
+  _est20=$(status_json snd va0 1s | jq '.classes[0].rate_estimate_bps')
+  sleep_until "$(calc "$_ts + 3")"
+  klass snd va0 --rate 5mbit
+  _c=$(elapsed_since "$_ts")
+  sleep_until "$(calc "$_ts + 4")"
+  _est5=$(status_json snd va0 1s | jq '.classes[0].rate_estimate_bps')
+  wait $_p
+  iperf_failed change-class-20-to-5mbit /tmp/cc.json && return
+  # Times are from just before iperf3 started: its intervals begin slightly later (connect),
+  # which only adds slack to the "after" window.
+  # GSO granularity: TCP sizes its GSO packets from its own pacing rate, which knows nothing
+  # of the class, so at 5-20 Mbit it sends 64 KB GSO packets; each gets one departure time and
+  # reaches the receiver at once. A 0.5 s interval therefore holds a whole number of them:
+  # +-1 such packet (65536 x 8 / 0.5 = 1.05 Mbit/s) is allowed on top of +-10%.
+  _e20=$(calc "20e6 * $TCP_FRAC") _e5=$(calc "5e6 * $TCP_FRAC") _g=$(calc "65536 * 8 / 0.5")
+  note "change at +$_c s; intervals (start end Mbit/s):" \
+    "$(interval_rates /tmp/cc.json | awk '{ printf "%.1f-%.1f:%.2f ", $1, $2, $3 / 1e6 }')"
+  _v=$(interval_rates /tmp/cc.json | awk -v c="$_c" -v e20="$_e20" -v e5="$_e5" -v g="$_g" '
+    { s = $1; e = $2; r = $3; n++ }
+    s >= 0.5 && e <= c - 0.5 { pre += r; np++; if (r < 0.9 * e20 - g || r > 1.1 * e20 + g) bad = bad " pre@" s }
+    s >= c + 0.5 && e - s > 0.25 { post += r; npo++; if (r < 0.9 * e5 - g || r > 1.1 * e5 + g) bad = bad " post@" s }
+    e - s > 0.25 { if (r > 1.1 * e20 + g) bad = bad " burst@" s; if (r < 0.5 * e5) bad = bad " stall@" s }
+    END {
+      if (!np || !npo) bad = bad " too-few-intervals"
+      pre = np ? pre / np : 0; post = npo ? post / npo : 0
+      if (pre < 0.95 * e20 || pre > 1.05 * e20) bad = bad " pre-mean"
+      if (post < 0.95 * e5 || post > 1.05 * e5) bad = bad " post-mean"
+      printf "%s|%.2f|%.2f\n", bad == "" ? "ok" : bad, pre / 1e6, post / 1e6 }')
+  _bad=${_v%%|*} _rest=${_v#*|}
+  _pre=${_rest%%|*} _post=${_rest#*|}
+  _msg="before ${_pre} Mbit/s (expected $(fmt_num "$_e20" 1e6)), from 0.5 s after the change ${_post} Mbit/s (expected $(fmt_num "$_e5" 1e6)), means ±5%, each 0.5 s interval within ±10% + one 64 KB GSO packet, none above that over the old rate (no burst), none below half the new (no stall); status rate_estimate $(fmt_num "$_est20" 1e6) -> $(fmt_num "$_est5" 1e6) Mbit/s charged (1 s samples, ±5% + 0.52 Mbit)"
+  # (busybox awk has no ^)
+  if [ "$_bad" = ok ] && cond "$_est20 - 20e6 <= 1524288 && 20e6 - $_est20 <= 1524288 && $_est5 - 5e6 <= 774288 && 5e6 - $_est5 <= 774288"; then
+    result PASS change-class-20-to-5mbit "$_msg"
+  else
+    result FAIL change-class-20-to-5mbit "$_msg; violations:$_bad"
+  fi
+}
+
+# burst_probe OUT: samples vb0's rx_bytes in rcv (every ~0.2 ms, 10 ms clock) while snd
+# sends 90 UDP datagrams of 1472 bytes as fast as it can; writes "time bytes" lines to OUT.
+burst_probe() {
+  local _end _sp
+  _end=$(( $(uptime_s | tr -d .) + 300 ))
+  # shellcheck disable=SC2016
+  nsx rcv sh -c 'last=x; while :; do read -r u x < /proc/uptime; read -r b < /sys/class/net/vb0/statistics/rx_bytes
+      [ "$b" != "$last" ] && echo "$u $b"; last=$b; [ "${u%.*}${u#*.}" -ge "$1" ] && break; done' sh "$_end" >"$1" &
+  _sp=$!
+  sleep 0.3
+  iperf_tx snd 10.0.0.2 5201 /tmp/burst-iperf.json -u -l 1472 -b 1G -k 90
+  wait $_sp
+}
+# burst_analyse SAMPLES: "datagrams within 50 ms of the first one, seconds until the last".
+# Datagrams are 1514 bytes on the wire; iperf3's control packets are far smaller, so the data
+# starts at the first jump of >= 1400 bytes between two samples.
+burst_analyse() {
+  awk '{ t[NR] = $1; b[NR] = $2 }
+    END {
+      for (i = 2; i <= NR; i++) if (b[i] - b[i - 1] >= 1400) break
+      if (i > NR) { print "0 0"; exit }
+      t0 = t[i]; pre = b[i - 1]
+      for (j = i; j <= NR && t[j] <= t0 + 0.05 + 1e-9; j++) w = b[j] - pre
+      for (k = i; k <= NR && b[k] - pre < 90 * 1514; k++) {}
+      printf "%d %.3f\n", int(w / 1514), (k <= NR ? t[k] - t0 : -1) }' "$1"
+}
+
+case_burst() {
+  local _T _w _span _espan _msg
+  begin "burst: 1 Mbit class with --burst 64kb, idle, then 90 x 1514-byte datagrams at once (va0)"
+  # Departure = max(now, clock - burst): after 0.52 s idle (64 KiB at 1 Mbit) a class owes
+  # nothing for its first 65536 bytes. Charged 1538 per datagram, datagram k (from 0) leaves at
+  # max(0, k x 12.304 - 524.288) ms: 43 at once (42 x 1538 <= 65536 < 43 x 1538), then one per
+  # 12.304 ms from +4.8 ms: 47 by +50 ms, the last (k = 89) at 570.8 ms. Without the burst:
+  # k x 12.304 ms, 5 by +50 ms, the last at 1095 ms. The probe's clock has 10 ms steps and
+  # iperf3 takes a few ms to write the datagrams: up to 2 more are allowed in the window. The
+  # span gets ±15%: on a busy host the guest's vCPUs stall for tens of ms (0.64 s seen once).
+  _T=$(calc "1538 * 8 / 1e6")
+  klass snd va0 --rate 1mbit --burst 64kb || { result FAIL burst-64kb-1mbit "change-class failed"; return; }
+  sleep 1
+  burst_probe /tmp/burst64.txt
+  iperf_failed burst-64kb-1mbit /tmp/burst-iperf.json && return
+  set -- $(burst_analyse /tmp/burst64.txt)
+  _w=$1 _span=$2 _espan=$(calc "89 * $_T - 65536 * 8 / 1e6")
+  note "samples (s bytes): $(awk 'NR <= 400 { printf "%s:%s ", $1, $2 }' /tmp/burst64.txt | cut -c1-600)"
+  _msg="$_w datagrams arrived within 50 ms of the first (expected 47: 43 at once + 4 paced; bound 40..49), the last after $_span s (expected $(printf %.3f "$_espan") ±15%)"
+  if cond "$_w >= 40 && $_w <= 49" && within "$_span" "$_espan" 15; then
+    result PASS burst-64kb-1mbit "$_msg"
+  else
+    result FAIL burst-64kb-1mbit "$_msg"
+  fi
+
+  begin "burst control: the same with --burst 0"
+  klass snd va0 --burst 0 || { result FAIL burst-0-1mbit "change-class failed"; return; }
+  sleep 1
+  burst_probe /tmp/burst0.txt
+  iperf_failed burst-0-1mbit /tmp/burst-iperf.json && return
+  set -- $(burst_analyse /tmp/burst0.txt)
+  _w=$1 _span=$2 _espan=$(calc "89 * $_T")
+  _msg="$_w datagrams within 50 ms of the first (expected 5, bound <= 7), the last after $_span s (expected $(printf %.3f "$_espan") ±15%)"
+  if cond "$_w >= 1 && $_w <= 7" && within "$_span" "$_espan" 15; then
+    result PASS burst-0-1mbit "$_msg"
+  else
+    result FAIL burst-0-1mbit "$_msg"
+  fi
+}
+
+# two_flows NAME1 EXP1 NAME2 EXP2 NOTE: TCP from snd ports 5201 and 5204 over va0 at once, 3 s;
+# checks each against its expectation (bps, ±5%). Sets TF_G1 TF_G2.
+two_flows() {
+  local _p1 _p2
+  iperf_rx rcv 10.0.0.1 5201 /tmp/tf1.json -t 3 -i 0.5 &
+  _p1=$!
+  iperf_rx rcv 10.0.0.1 5204 /tmp/tf2.json -t 3 -i 0.5 &
+  _p2=$!
+  wait $_p1
+  wait $_p2
+  TF_G1=0 TF_G2=0
+  iperf_failed "$1" /tmp/tf1.json && return 1
+  iperf_failed "$3" /tmp/tf2.json && return 1
+  TF_G1=$(goodput_bps /tmp/tf1.json 0.5) TF_G2=$(goodput_bps /tmp/tf2.json 0.5)
+}
+
+case_rules() {
+  local _e1 _e2 _hits _st _sum
+  begin "two classes selected by a rule on va0: sport 5204 -> class 2 (5 Mbit), the rest -> class 1 (10 Mbit), two TCP flows at once, 3 s"
+  klass snd va0 --rate 10mbit --burst 0 || { result FAIL rules-two-classes "change-class failed"; return; }
+  run_ok rules-two-classes shaperctl -n snd add-class --dev va0 --id 2 --rate 5mbit --overhead 24 &&
+    run_ok rules-two-classes shaperctl -n snd add-rule --dev va0 --class 2 --pref 10 --proto tcp --sport 5204 ||
+    return
+  two_flows rules-class1-10mbit "" rules-class2-5mbit "" || return
+  _e1=$(calc "10e6 * $TCP_FRAC") _e2=$(calc "5e6 * $TCP_FRAC")
+  _st=$(status_json snd va0)
+  _hits=$(echo "$_st" | jq -r '.rules[] | select(.pref == 10) | "rule \"\(.match)\" matched \(.packets) packets"')
+  check_rate rules-class1-10mbit "$TF_G1" "$_e1" 5 "default class"
+  check_rate rules-class2-5mbit "$TF_G2" "$_e2" 5 "$_hits"
+
+  begin "hierarchy: classes 1 and 2 at 8 Mbit under parent 3 at 10 Mbit, same two flows, 3 s"
+  # A packet leaves at the latest of its class's and its parent's departures: the parent caps
+  # the sum at 10 Mbit; how the two share it is not specified (no fair queueing between them).
+  run_ok hierarchy-parent-10mbit shaperctl -n snd add-class --dev va0 --id 3 --rate 10mbit --overhead 24 &&
+    run_ok hierarchy-parent-10mbit klass snd va0 --rate 8mbit --parent 3 &&
+    run_ok hierarchy-parent-10mbit shaperctl -n snd change-class --dev va0 --id 2 --rate 8mbit --parent 3 ||
+    return
+  two_flows hierarchy-parent-10mbit "" hierarchy-parent-10mbit "" || return
+  _sum=$(calc "$TF_G1 + $TF_G2")
+  _e1=$(calc "8e6 * $TCP_FRAC")
+  if cond "$TF_G1 <= $_e1 * 1.05 && $TF_G2 <= $_e1 * 1.05"; then
+    check_rate hierarchy-parent-10mbit "$_sum" "$(calc "10e6 * $TCP_FRAC")" 5 \
+      "sum of class 1 $(fmt_rate "$TF_G1" 1e6) + class 2 $(fmt_rate "$TF_G2" 1e6), each within its 8 Mbit ($(fmt_num "$_e1" 1e6))"
+  else
+    result FAIL hierarchy-parent-10mbit "a child beyond its own 8 Mbit ($(fmt_num "$_e1" 1e6) +5%): class 1 $(fmt_rate "$TF_G1" 1e6), class 2 $(fmt_rate "$TF_G2" 1e6)"
+  fi
+}
+
+# udp_run NAME NS DEV SERVER PORT RCV_DEV ARGS...: a UDP run, receiver-measured, with the
+# class, device and sch_fq counters before and after. Sets U_GOOD (bits/s), U_PASSED and
+# U_DROPS (class packets and horizon drops), U_FQDROPS, U_CHARGED (bytes), U_TXP (device
+# packets sent), U_RXP (receiving device packets), U_SENT (datagrams iperf3 wrote), and the
+# raw counters U_T0C U_T1C (class) U_T0T U_T1T (device) for check_identity.
+udp_run() {
+  local _name _ns _dev _srv _port _rdev _rns _c0 _t0 _r0 _f0 _s0 _s1 _c1 _t1 _r1 _f1
+  _name=$1 _ns=$2 _dev=$3 _srv=$4 _port=$5 _rdev=$6 _rns=rcv
+  shift 6
+  [ "$_rdev" = b0 ] && _rns=fb
+  _c0=$(class_counters "$_ns" "$_dev" 1) _t0=$(tx_counters "$_ns" "$_dev")
+  _r0=$(rx_counters "$_rns" "$_rdev") _f0=$(fq_drops "$_ns" "$_dev") _s0=$(uptime_s)
+  iperf_rx "$_rns" "$_srv" "$_port" "/tmp/$_name.json" -u -t 3 -i 0.5 "$@"
+  _s1=$(uptime_s)
+  wait_drained "$_ns" "$_dev" 1
+  _c1=$(class_counters "$_ns" "$_dev" 1) _t1=$(tx_counters "$_ns" "$_dev")
+  _r1=$(rx_counters "$_rns" "$_rdev") _f1=$(fq_drops "$_ns" "$_dev")
+  iperf_failed "$_name" "/tmp/$_name.json" && return 1
+  U_GOOD=$(goodput_bps "/tmp/$_name.json" 0.5)
+  set -- $_c0 $_c1
+  U_PASSED=$(($6 - $1)) U_DROPS=$(($9 - $4)) U_CHARGED=$(($8 - $3))
+  set -- $_t0 $_t1
+  U_TXP=$(($3 - $1))
+  set -- $_r0 $_r1
+  U_RXP=$(($3 - $1))
+  U_FQDROPS=$((_f1 - _f0))
+  U_T0C="$_c0" U_T1C="$_c1" U_T0T="$_t0" U_T1T="$_t1"
+  U_SENT=$(jq '.end.sum_sent.packets // 0' "/tmp/$_name.json")
+  note "$_name: class passed $U_PASSED pkts / $U_CHARGED B charged, horizon drops $U_DROPS; sch_fq drops $U_FQDROPS;" \
+    "$_dev sent $U_TXP pkts; receiver device got $U_RXP pkts; iperf3 sender wrote $U_SENT datagrams in $(calc "$_s1 - $_s0" | cut -c1-4) s"
+  note "$_name: receive intervals (Mbit/s): $(jq -r '[.intervals[].sum.bits_per_second / 1e6 | . * 100 | round / 100] | join(" ")' "/tmp/$_name.json")"
+}
+
+case_small() {
+  local _per _c0 _t0 _c1 _t1 _share _k _e _cpu
+  begin "small packets: UDP 100-byte datagrams at 8 Mbit on va2 (GSO/TSO off, fq flow_limit 1000), sent as fast as iperf3 can (-b 0), 3 s"
+  # 8 Mbit / (166 B x 8) = 6024 datagrams/s => 4.819 Mbit/s of payload. iperf3 writes without
+  # pacing and blocks when its socket buffer is full (~280 datagrams waiting in sch_fq), which
+  # keeps the class busy; va2's sch_fq flow limit (1000) is above that, so nothing is dropped.
+  # With the default limit (100) delivery collapses: see udp-small-overload-defaults.
+  klass snd va2 --rate 8mbit || { result FAIL udp-100b-8mbit "change-class failed"; return; }
+  udp_run udp-100b-8mbit snd va2 10.0.2.1 5203 vb2 -l 100 -b 0 || return
+  _per=$(calc "$U_CHARGED / $U_PASSED")
+  _e=$(calc "8e6 * 100 / 166")
+  _cpu=$(jq '.end.cpu_utilization_percent.remote_total // 0 | floor' /tmp/udp-100b-8mbit.json)
+  note "sender (iperf3 server) CPU: ${_cpu}%"
+  # A busy class passes exactly its rate (its clock advances by what it charges), 6024/s here.
+  # Fewer, with nothing dropped anywhere, means the class sat idle: the sender could not write
+  # fast enough (busy host), and the goodput says nothing about the shaper.
+  if ! within "$U_GOOD" "$_e" 5 && [ "$U_DROPS" = 0 ] && [ "$U_FQDROPS" = 0 ] &&
+     cond "$U_PASSED < 0.97 * 6024 * 3"; then
+    result SKIP udp-100b-8mbit "$(fmt_rate "$U_GOOD" 1e6) (expected $(fmt_num "$_e" 1e6)), but the class passed only $U_PASSED packets in 3 s (18072 when busy) and dropped none: iperf3 wrote $U_SENT at ${_cpu}% CPU, host too busy to fill the class"
+  else
+    check_rate udp-100b-8mbit "$U_GOOD" "$_e" 5 \
+      "$(printf %.2f "$_per") B charged per packet (expected 166 = 142 wire + 24)"
+  fi
+  if cond "$_per >= 166 * 0.99 && $_per <= 166 * 1.01"; then _k=PASS; else _k=FAIL; fi
+  result $_k udp-100b-per-packet-charge "$(printf %.2f "$_per") B per packet over $U_PASSED packets (expected 166 = 142 + 24, ±1% for iperf3's control packets)"
+  check_identity udp-100b-charge-identity "$U_T0C" "$U_T1C" "$U_T0T" "$U_T1T"
+
+  begin "small writes: TCP -N -l 100 at 8 Mbit on va2 (GSO/TSO off), 3 s"
+  # Under backpressure TCP coalesces 100-byte writes into full segments whatever TCP_NODELAY
+  # says, so this is not a small-packet test; the charge identity must still hold and the
+  # goodput must follow from the segments actually sent.
+  _c0=$(class_counters snd va2 1) _t0=$(tx_counters snd va2)
+  iperf_rx rcv 10.0.2.1 5203 /tmp/tcpsmall.json -t 3 -i 0.5 -N -l 100
+  wait_drained snd va2 1
+  _c1=$(class_counters snd va2 1) _t1=$(tx_counters snd va2)
+  iperf_failed tcp-nodelay-100b-8mbit /tmp/tcpsmall.json && return
+  # payload share of what was charged: (tx bytes - 66 per segment) / (tx bytes + 24 per segment)
+  _share=$(echo "$_t0 $_t1" | awk '{ p = $3 - $1; b = $4 - $2; printf "%.6f %.1f", (b - 66 * p) / (b + 24 * p), b / p }')
+  set -- $_share
+  check_rate tcp-nodelay-100b-8mbit "$(goodput_bps /tmp/tcpsmall.json 0.5)" "$(calc "8e6 * $1")" 5 \
+    "expected = 8 Mbit x (tx bytes - 66/segment) / (tx bytes + 24/segment); mean segment $2 B on the wire"
+  check_identity tcp-nodelay-100b-charge-identity "$_c0" "$_c1" "$_t0" "$_t1"
+}
+
+case_udp() {
+  local _e _off _msg
+  begin "UDP at 5x the class rate: 50 Mbit/s of 1472-byte datagrams into 10 Mbit, --horizon 50ms (va1), 3 s"
+  # Expected 10 Mbit x 1472 / 1538 = 9.571 Mbit/s. The 50 ms horizon (40 datagrams) is below
+  # what the socket buffer (~90 datagrams) or sch_fq's flow limit (100) would queue, so the
+  # excess is dropped by the shaper, uncharged, and counted in status drops.
+  _e=$(calc "10e6 * 1472 / 1538")
+  klass snd va1 --rate 10mbit --horizon 50ms || { result FAIL udp-5x-10mbit "change-class failed"; return; }
+  if udp_run udp-5x-10mbit snd va1 10.0.1.1 5202 vb1 -l 1472 -b 50M; then
+    _off=$(calc "($U_PASSED + $U_DROPS) * 1538 * 8 / 3")
+    _msg="$(fmt_rate "$U_GOOD" 1e6) delivered (expected $(fmt_num "$_e" 1e6), bound -5%..+2%); offered ~$(fmt_rate "$_off" 1e6) on the wire; status drops $U_DROPS, sch_fq drops $U_FQDROPS; class passed $U_PASSED = $U_RXP received on vb1"
+    if cond "$U_GOOD >= $_e * 0.95 && $U_GOOD <= $_e * 1.02 && $U_DROPS > 0 && $U_FQDROPS == 0 && $_off > 4 * 10e6 && $U_PASSED - $U_RXP <= 2 && $U_RXP - $U_PASSED <= 2"; then
+      result PASS udp-5x-10mbit "$_msg"
+    else
+      result FAIL udp-5x-10mbit "$_msg"
+    fi
+  fi
+
+  begin "UDP at 5x the class rate with the default 2 s horizon (va1), 3 s"
+  klass snd va1 --horizon 2s || return
+  if udp_run udp-5x-10mbit-default-horizon snd va1 10.0.1.1 5202 vb1 -l 1472 -b 50M; then
+    _off=$(jq '.end.sum_sent.bits_per_second' /tmp/udp-5x-10mbit-default-horizon.json)
+    _msg="$(fmt_rate "$U_GOOD" 1e6) delivered (expected $(fmt_num "$_e" 1e6), bound -5%..+2%); status drops $U_DROPS, sch_fq drops $U_FQDROPS: the sender's socket buffer filled (packets waiting in sch_fq still count against it) and blocked iperf3, which sent only $(fmt_rate "$_off" 1e6)"
+    if cond "$U_GOOD >= $_e * 0.95 && $U_GOOD <= $_e * 1.02"; then
+      result PASS udp-5x-10mbit-default-horizon "$_msg"
+    else
+      result FAIL udp-5x-10mbit-default-horizon "$_msg"
+    fi
+  fi
+
+  begin "known bug: small UDP over the rate with the default horizon (2 s) and fq flow_limit (100), va1, 3 s"
+  # The class charges every packet at tc egress; with a 2 s horizon the clock runs far ahead,
+  # sch_fq's per-flow limit (100 packets = 17 ms at 8 Mbit) drops the newcomers, and each drop
+  # leaves an unused, already-charged slot in the schedule: delivery collapses.
+  klass snd va1 --rate 8mbit --horizon 2s || return
+  if udp_run udp-small-overload-defaults snd va1 10.0.1.1 5202 vb1 -l 100 -b 6M; then
+    _e=$(calc "8e6 * 100 / 166")
+    _msg="$(fmt_rate "$U_GOOD" 1e6) delivered (expected $(fmt_num "$_e" 1e6)); the class charged $U_PASSED packets, sch_fq dropped $U_FQDROPS of them (flow_limit), $U_TXP left the device"
+    if cond "$U_GOOD >= $_e * 0.9"; then
+      result XPASS udp-small-overload-defaults "$_msg (fixed? then va2's --fq-flow-limit and fwd-udp-100b-2mbit's --horizon are no longer needed)"
+    else
+      result XFAIL udp-small-overload-defaults "$_msg"
+    fi
+  fi
+  wait_drained snd va1 1 || true
+}
+
+case_fwd() {
+  local _st
+  begin "forwarded: fa -> rt -> fb, shaped on rt's egress rb"
+  klass rt rb --rate 20mbit || { result FAIL fwd-tcp-20mbit "change-class failed"; return; }
+  iperf_rx fb 10.1.0.1 5201 /tmp/fwdtcp.json -t 3 -i 0.5
+  if ! iperf_failed fwd-tcp-20mbit /tmp/fwdtcp.json; then
+    _st=$(status_json rt rb | jq -r '.classes[0] | "\(.packets) skbs / \(.segments) segments charged, drops \(.drops)"')
+    check_rate fwd-tcp-20mbit "$(goodput_bps /tmp/fwdtcp.json 0.5)" "$(calc "20e6 * $TCP_FRAC")" 5 \
+      "rb class: $_st; sch_fq drops $(fq_drops rt rb)"
+  fi
+
+  begin "forwarded small-packet UDP: 100-byte datagrams, 2 Mbit/s of payload into 2 Mbit, --horizon 50ms, 3 s"
+  # 2 Mbit / (166 x 8) = 1506 datagrams/s => 1.205 Mbit/s of payload; 2500/s offered. Nothing
+  # pushes back on forwarded packets: the 50 ms horizon (75 datagrams) must drop the excess
+  # before sch_fq's flow limit (100) does, or delivery collapses (udp-small-overload-defaults).
+  klass rt rb --rate 2mbit --horizon 50ms || { result FAIL fwd-udp-100b-2mbit "change-class failed"; return; }
+  udp_run fwd-udp-100b-2mbit rt rb 10.1.0.1 5201 b0 -l 100 -b 2M || return
+  check_rate fwd-udp-100b-2mbit "$U_GOOD" "$(calc "2e6 * 100 / 166")" 5 \
+    "status drops $U_DROPS (the excess), sch_fq drops $U_FQDROPS, $(calc "$U_CHARGED / $U_PASSED" | cut -c1-6) B charged per packet"
+}
+
+# --- run --------------------------------------------------------------------
+
+want baseline && case_baseline
+begin "attach (edt) on va0, va1, rb with default sch_fq options, va2 with --fq-flow-limit 1000"
+attach_check snd va0
+attach_check snd va1
+attach_check snd va2 --fq-flow-limit 1000
+attach_check rt rb
+if [ "$ATTACH_OK" = 1 ]; then
+  want tcp100k && case_tcp100k
+  want tcp20m && case_tcp20m
+  want tcp200m && case_tcp200m
+  want flows8 && case_flows8
+  want change && case_change
+  want burst && case_burst
+  want rules && case_rules
+  want small && case_small
+  want udp && case_udp
+  want fwd && case_fwd
+else
+  result SKIP traffic-cases "not run: attach failed (see above)"
+fi
+
+begin "detach: previous root qdiscs back, clsact gone, no pins"
+for d in "snd va0" "snd va1" "snd va2" "rt rb"; do
+  set -- $d
+  case " $ATTACHED " in *" $2 "*) ;; *) continue ;; esac
+  if ! _o=$(shaperctl -n "$1" detach --dev "$2" 2>&1); then
+    result FAIL "detach-$2" "$_o"
+    continue
+  fi
+  _prior=""
+  eval "_prior=\$PRIOR_$2"
+  _now=$(root_qdisc "$1" "$2")
+  _cls=$(tc -n "$1" qdisc show dev "$2" | grep -c clsact)
+  # fq_codel's target and interval live in the kernel in 1024 ns units and are dumped
+  # rounded down to microseconds, so re-creating a dumped fq_codel loses up to 1 us each
+  # time (a known product bug); compare those two fields to 1 us and report the drift.
+  _loose='[.[] | .options |= del(.target, .interval)]'
+  if [ "$_now" = "$_prior" ] && [ "$_cls" = 0 ]; then
+    result PASS "detach-$2" "root restored: $_now; no clsact"
+  elif [ "$(echo "$_now" | jq -c "$_loose")" = "$(echo "$_prior" | jq -c "$_loose")" ] && [ "$_cls" = 0 ] &&
+       cond "$(echo "$_now $_prior" | jq -s '[.[0][0].options.target - .[1][0].options.target, .[0][0].options.interval - .[1][0].options.interval] | map(. * .) | add') <= 2"; then
+    result PASS "detach-$2" "root restored: $(echo "$_now" | jq -c '.[0].kind') with the same options but for fq_codel times; no clsact"
+    result XFAIL "detach-$2-exact" "fq_codel target/interval came back as $(echo "$_now" | jq -r '.[0].options | "\(.target)/\(.interval)"') us, were $(echo "$_prior" | jq -r '.[0].options | "\(.target)/\(.interval)"') us"
+  else
+    result FAIL "detach-$2" "root now $_now (was $_prior); clsact qdiscs: $_cls"
+  fi
+done
+_pins=$(find /sys/fs/bpf/shaperctl 2>/dev/null | head -20 | tr '\n' ' ')
+_list=$(shaperctl list --json 2>&1 | jq -c . 2>&1)
+if [ -z "$_pins" ] && [ "$_list" = "[]" ]; then
+  result PASS detach-no-pins "/sys/fs/bpf/shaperctl is gone; shaperctl list --json: []"
+else
+  result FAIL detach-no-pins "left behind: ${_pins:-no pins}; list: $_list"
+fi
+
+stop_iperf_servers
+for ns in snd rcv fa rt fb; do ip netns del "$ns" 2>/dev/null; done
+echo
+echo "E2E SUMMARY: $PASSES passed, $FAILS failed, $XFAILS known bugs (XFAIL), $XPASSES XPASS, $SKIPS skipped in $(elapsed_since "$T_START" | cut -d. -f1) s"
+[ "$FAILS" -eq 0 ]

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# shaperctl end-to-end tests in the stock-kernel VM: boots ONE VM (qemu TCG, Debian 12 cloud
+# kernel) running tests/vm/e2e/e2e.sh, prints one line per case, exits non-zero if any
+# case fails (or the VM does not finish). Builds nothing: give it a built shaperctl.
+#
+# usage: tests/vm/e2e/run-e2e.sh [--bin PATH | PATH] [--verbose] [--log FILE] [--timeout S]
+#          [CASE...]
+#   PATH      shaperctl binary (default: build/cli/shaperctl)
+#   --verbose also show each case's details (they always go to the log)
+#   CASE      baseline tcp100k tcp20m tcp200m flows8 change burst small udp fwd
+#             (default all; attach and detach checks always run)
+# Lines: PASS/FAIL NAME: measured (expected, bound); XFAIL = a known product bug reproduced
+# (does not fail the run), XPASS = that bug no longer reproduces; INFO and SKIP as said.
+# Takes about 2 minutes on a 2-core machine.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd "$here/../../.." && pwd)"
+bin="$repo/build/cli/shaperctl" verbose=0 log="" timeout=480
+cases=()
+
+usage() { sed -n '6,12p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --bin) [ $# -ge 2 ] || usage; bin="$2"; shift 2 ;;
+    --verbose|-v) verbose=1; shift ;;
+    --log) [ $# -ge 2 ] || usage; log="$2"; shift 2 ;;
+    --timeout) [ $# -ge 2 ] || usage; timeout="$2"; shift 2 ;;
+    -h|--help) usage ;;
+    -*) usage ;;
+    */*) bin="$1"; shift ;;
+    *) cases+=("$1"); shift ;;
+  esac
+done
+if [ ! -x "$bin" ]; then
+  echo "run-e2e: no shaperctl at $bin; build it first:" >&2
+  echo "  cmake -S $repo -B $repo/build && make -C $repo/build -j2" >&2
+  exit 2
+fi
+[ -n "$log" ] || log="$(mktemp "${TMPDIR:-/tmp}/shaperctl-e2e.XXXXXX.log")"
+# The guest finds the binary as "shaperctl" in /usr/local/bin (run.sh keeps the basename).
+linkdir=""
+trap '[ -z "$linkdir" ] || rm -rf "$linkdir"' EXIT
+if [ "$(basename "$bin")" != shaperctl ]; then
+  linkdir="$(mktemp -d "${TMPDIR:-/tmp}/shaperctl-e2e-bin.XXXXXX")"
+  ln -s "$(readlink -f "$bin")" "$linkdir/shaperctl"
+  bin="$linkdir/shaperctl"
+fi
+load="$(cut -d' ' -f1 /proc/loadavg)"
+if awk -v l="$load" -v n="$(nproc)" 'BEGIN { exit !(l > n) }'; then
+  echo "run-e2e: note: host load $load on $(nproc) cpus; the TCG guest will be slow (rate cases may SKIP)"
+fi
+
+start=$SECONDS
+set +e
+"$repo/tests/vm/run.sh" --timeout "$timeout" --bin "$bin" \
+    --file "$here/lib.sh:/usr/local/share/shaperctl-e2e/lib.sh" \
+    "$here/e2e.sh" ${cases[@]+"${cases[@]}"} 2>&1 |
+  tee "$log" |
+  awk -v verbose="$verbose" '
+    /^(PASS|FAIL|XFAIL|XPASS|SKIP|INFO) / || /^E2E SUMMARY/ || /^run\.sh: / || verbose { print; fflush() }'
+rc=${PIPESTATUS[0]}
+set -e
+
+fails=$(grep -c '^FAIL ' "$log" || true)
+summary=$(grep -c '^E2E SUMMARY' "$log" || true)
+echo "run-e2e: $((SECONDS - start)) s wall; full log: $log"
+if [ "$rc" -ne 0 ] || [ "$fails" -ne 0 ] || [ "$summary" -ne 1 ]; then
+  [ "$summary" -eq 1 ] || echo "run-e2e: FAILED: the scenario did not finish (run.sh exit $rc)"
+  exit 1
+fi
