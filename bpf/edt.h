@@ -94,7 +94,9 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 	__u64 estimate = pkt->now;
 	const struct shaper_class_config *leaf = NULL;
 	struct shaper_class_clock *leaf_clock = NULL;
-	bool sparse = false;
+	bool sparse = false, track_flow = false;
+	struct shaper_flow_key flow = {};
+	__u64 *flow_last_departure = NULL;
 
 	/* Pass 1: every level must accept the packet before any level is charged. */
 #pragma unroll
@@ -127,8 +129,10 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 		__u32 frac;
 		__u64 cost_ns = shaper_cost_time(edt_level_cost(pkt, leaf), leaf->ns_per_byte_fp, &frac);
 
-		sparse = sparse_departure(skb, class_id, leaf, leaf_clock, estimate - pkt->now,
-					  cost_ns + 1, pkt->now);
+		flow = flow_key(skb, class_id);
+		track_flow = true;
+		sparse = sparse_departure(&flow, leaf, leaf_clock, cost_ns + 1, pkt->now,
+					  &flow_last_departure);
 	}
 
 	/* CoDel on the delay this packet would wait; a dropped packet is charged nowhere. A sparse
@@ -174,6 +178,8 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 		stats_sparse(class_id);
 		latest = pkt->now;
 	}
+	if (track_flow && !beyond)
+		sparse_record(&flow, flow_last_departure, latest);
 	*departure = latest;
 	return beyond ? EDT_DROP : EDT_SEND;
 }

@@ -53,7 +53,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, SHAPER_MAX_FLOWS);
 	__type(key, struct shaper_flow_key);
-	__type(value, __u64); /* when the flow's last packet arrived */
+	__type(value, __u64); /* when the flow's last packet leaves */
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } shaper_flows SEC(".maps");
 

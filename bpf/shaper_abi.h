@@ -9,7 +9,7 @@
  *   shaper_class_clock  ARRAY[max_classes]  struct shaper_class_clock  written by datapath only
  *   shaper_class_stats  PERCPU_ARRAY[max_classes] struct shaper_class_stats  datapath only
  *   shaper_class_aqm    ARRAY[max_classes]  struct shaper_class_aqm    CoDel state, datapath only
- *   shaper_flows        LRU_HASH            shaper_flow_key -> last packet time, datapath only
+ *   shaper_flows        LRU_HASH            shaper_flow_key -> its last departure, datapath only
  *   shaper_rules        ARRAY[SHAPER_MAX_RULES]   struct shaper_rule   the rules as given (control plane)
  *   shaper_rule_stats   PERCPU_ARRAY[SHAPER_MAX_RULES] struct shaper_rule_stats  hits per rule slot
  *   shaper_tuples       ARRAY[2 * SHAPER_MAX_TUPLES] struct shaper_tuple  rule shapes, per generation

@@ -16,27 +16,26 @@
 
 #include "maps.h"
 
-/* Whether this packet's flow is sparse and the allowance can take it (then charged to it). */
-static __always_inline bool sparse_departure(struct __sk_buff *skb, __u32 class_id,
-					     const struct shaper_class_config *cfg,
-					     struct shaper_class_clock *clk, __u64 backlog_ns,
-					     __u64 cost_ns, __u64 now)
+static __always_inline struct shaper_flow_key flow_key(struct __sk_buff *skb, __u32 class_id)
 {
 	__u32 hash = skb->hash;
 	struct shaper_flow_key key = { .class_id = class_id };
 
 	key.hash = hash ? hash : bpf_get_hash_recalc(skb);
-	__u64 *last_seen = bpf_map_lookup_elem(&shaper_flows, &key);
-	bool sparse = !last_seen || now - *last_seen > backlog_ns;
+	return key;
+}
 
-	/* A bulk flow's entry is rewritten only once an eighth of the backlog has passed: its
-	 * cache line stays clean, and a flow still counts as sparse only after a gap of at least
-	 * 7/8 of the backlog. */
-	if (!last_seen)
-		bpf_map_update_elem(&shaper_flows, &key, &now, BPF_ANY);
-	else if (now - *last_seen > backlog_ns / 8)
-		*last_seen = now;
-	if (!sparse)
+/*
+ * Whether this packet's flow is sparse and the allowance can take it (then charged to it).
+ * *last_departure points at the flow's entry, for sparse_record(); NULL when it has none yet.
+ */
+static __always_inline bool sparse_departure(const struct shaper_flow_key *key,
+					     const struct shaper_class_config *cfg,
+					     struct shaper_class_clock *clk, __u64 cost_ns, __u64 now,
+					     __u64 **last_departure)
+{
+	*last_departure = bpf_map_lookup_elem(&shaper_flows, key);
+	if (*last_departure && **last_departure > now)
 		return false;
 
 	/* The allowance: one compare-and-swap; a lost race just means no early departure. */
@@ -46,6 +45,16 @@ static __always_inline bool sparse_departure(struct __sk_buff *skb, __u32 class_
 	if (base + cost_ns > now + cfg->sparse_allowance_ns)
 		return false;
 	return __sync_val_compare_and_swap(&clk->sparse_tat_ns, seen, base + cost_ns) == seen;
+}
+
+/* Remembers when the flow's latest packet leaves. */
+static __always_inline void sparse_record(const struct shaper_flow_key *key, __u64 *last_departure,
+					  __u64 departure)
+{
+	if (last_departure)
+		*last_departure = departure;
+	else
+		bpf_map_update_elem(&shaper_flows, key, &departure, BPF_ANY);
 }
 
 #endif /* SHAPER_SPARSE_H */

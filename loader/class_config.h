@@ -16,7 +16,7 @@ struct ClassSpec {
     int32_t overhead = 0;      // bytes per segment; 24 is Ethernet's preamble, FCS and gap
     uint32_t mpu = 0;
     uint64_t horizon_ns = 0;   // 0: the mode's default
-    bool aqm = true;           // CoDel on the class's virtual backlog (edt mode)
+    bool aqm = false;          // CoDel on the class's virtual backlog (edt mode): opt in
     bool ecn = true;           // mark ECN-capable packets instead of dropping them
     bool sparse = true;        // sparse flows leave ahead of the class backlog (edt mode)
     uint64_t aqm_target_ns = SHAPER_DEFAULT_AQM_TARGET_NS;

@@ -168,8 +168,8 @@ TEST_F(Cli, EdtAttachPutsFqOnEveryQueueAndDetachRestoresThePriorRoot)
 TEST_F(Cli, ClassesAreAddedChangedAndDeleted)
 {
     ok("attach --dev sh0 --mode police");
-    ok("add-class --dev sh0 --id 1 --rate 20mbit --burst 64kb --overhead 24 --mpu 64 --horizon 10ms");
-    ok("add-class --dev sh0 --id 2 --rate 1.5mbit --parent 1 --aqm off");
+    ok("add-class --dev sh0 --id 1 --rate 20mbit --burst 64kb --overhead 24 --mpu 64 --horizon 10ms --aqm codel");
+    ok("add-class --dev sh0 --id 2 --rate 1.5mbit --parent 1");
     ok("set-default --dev sh0 --class 2");
     json st = status();
     ASSERT_EQ(st["classes"].size(), 2u);
@@ -188,7 +188,7 @@ TEST_F(Cli, ClassesAreAddedChangedAndDeleted)
     EXPECT_EQ(c1["aqm_target_ns"], 5'000'000);
     EXPECT_EQ(c1["aqm_interval_ns"], 100'000'000);
     EXPECT_EQ(c1["ecn"], true);
-    EXPECT_EQ(c2["aqm"], "off");
+    EXPECT_EQ(c2["aqm"], "off");  // CoDel is opt-in
     EXPECT_EQ(st["default_class"], 2);
     for (const char* field : {"packets", "segments", "bytes", "drops", "backlog_ns", "rate_estimate_bps"})
         EXPECT_TRUE(c1.contains(field)) << field;

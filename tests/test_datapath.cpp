@@ -477,18 +477,34 @@ protected:
     }
 };
 
-TEST_F(Sparse, NewFlowLeavesNowBulkFlowWaitsAndBothAreCharged)
+TEST_F(Sparse, AFlowWithNothingQueuedLeavesNowOneWithAQueuedPacketWaits)
 {
     add_class({.id = 1, .rate_bps = 8'000'000, .horizon_ns = 10 * kSec}, true, true);
     const uint64_t tat = backlog_class(1, 100'000'000);  // 100 ms of backlog
     const uint64_t before = now_ns();
     const uint64_t first = send_flow(1000, 500);
     EXPECT_GE(first, before);
-    EXPECT_LE(first, now_ns()) << "a sparse flow's packet should leave now";
-    const uint64_t second = send_flow(1000, 500);  // the same flow again: no longer sparse
-    EXPECT_EQ(second, tat + 500'000);                // behind the backlog and its first packet
-    EXPECT_EQ(maps_->clock(1).tat_ns, tat + 1'000'000);  // both charged
-    EXPECT_EQ(maps_->counters(1).sparse, 1u);
+    EXPECT_LE(first, now_ns()) << "a flow with nothing queued should leave now";
+    // The same flow again: its packet has left, so it is still sparse, until the allowance
+    // (3076 bytes: six 500-byte packets) is spent; then it queues behind the backlog...
+    int early = 1;
+    uint64_t queued = 0;
+    for (int i = 0; i < 10 && !queued; i++) {
+        const uint64_t t = send_flow(1000, 500);
+        if (t < tat)
+            early++;
+        else
+            queued = t;
+    }
+    EXPECT_EQ(early, 6);
+    EXPECT_EQ(queued, tat + 6 * 500'000);  // behind the backlog and its own early packets' cost
+    // ...and from then on it has a packet queued: it waits even once the allowance refills.
+    shaper_class_clock clock = maps_->clock(1);
+    clock.sparse_tat_ns = 0;
+    maps_->write_clock(1, clock);
+    EXPECT_EQ(send_flow(1000, 500), tat + 7 * 500'000);
+    EXPECT_EQ(maps_->clock(1).tat_ns, tat + 8 * 500'000);  // every packet charged
+    EXPECT_EQ(maps_->counters(1).sparse, 6u);
 }
 
 TEST_F(Sparse, EarlyDeparturesStayWithinTheAllowance)
