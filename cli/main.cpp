@@ -7,12 +7,21 @@
 #include <optional>
 #include <string>
 
+#include "apply.h"
+#include "exporter.h"
 #include "loader/device.h"
+#include "loader/doctor.h"
 #include "loader/error.h"
 #include "loader/shaper.h"
+#include "manpage.h"
 #include "output.h"
 #include "rule_args.h"
 #include "units.h"
+#include "watch.h"
+
+#ifndef SHAPERCTL_VERSION
+#define SHAPERCTL_VERSION "0"
+#endif
 
 using namespace shaperctl;
 
@@ -30,7 +39,7 @@ bool parse_choice(const std::string& text, const char* option, const char* yes, 
 
 // Class options as typed; each is parsed (and its token named in errors) only when given.
 struct ClassOptions {
-    std::string id, rate, burst, parent, overhead, mpu, horizon, aqm, target, interval, ecn;
+    std::string id, rate, burst, parent, overhead, mpu, horizon, aqm, target, interval, ecn, sparse;
 
     void add_to(CLI::App* cmd, bool rate_required)
     {
@@ -43,10 +52,11 @@ struct ClassOptions {
         cmd->add_option("--overhead", overhead, "bytes added per segment, -64 to 256 (24: Ethernet L1)");
         cmd->add_option("--mpu", mpu, "minimum bytes charged per segment");
         cmd->add_option("--horizon", horizon, "largest queueing delay accepted: 2s, 50ms");
-        cmd->add_option("--aqm", aqm, "codel (default) or off: CoDel on the class's backlog");
+        cmd->add_option("--aqm", aqm, "off (default) or codel: CoDel on the class's backlog");
         cmd->add_option("--target", target, "CoDel target delay (default 5ms)");
         cmd->add_option("--interval", interval, "CoDel interval (default 100ms)");
         cmd->add_option("--ecn", ecn, "on (default): mark ECN-capable packets instead of dropping; off");
+        cmd->add_option("--sparse", sparse, "on (default): sparse flows leave ahead of a backlogged class; off");
     }
 
     // Fields given on the command line replace those of `spec`.
@@ -73,6 +83,8 @@ struct ClassOptions {
             spec.aqm_interval_ns = parse_time(interval);
         if (!ecn.empty())
             spec.ecn = parse_choice(ecn, "ecn", "on", "off");
+        if (!sparse.empty())
+            spec.sparse = parse_choice(sparse, "sparse", "on", "off");
         return spec;
     }
 };
@@ -105,12 +117,16 @@ int main(int argc, char** argv)
     attach->add_option("--dev", dev, "network device")->required();
     attach->add_option("--mode", mode, "edt (pace with sch_fq) or police (drop beyond the horizon)");
     attach->add_option("--fq-horizon", fq_horizon, "sch_fq horizon: departure times further ahead are dropped");
-    attach->add_option("--fq-flow-limit", fq_flow_limit, "sch_fq packets per flow (kernel default 100)");
-    attach->add_option("--fq-limit", fq_limit, "sch_fq packets in all (kernel default 10000)");
+    attach->add_option("--fq-flow-limit", fq_flow_limit, "sch_fq packets per flow (default 100000; the kernel's 100 overflows under small packets)");
+    attach->add_option("--fq-limit", fq_limit, "sch_fq packets in all (default 1000000)");
     attach->add_option("--max-classes", max_classes, "class id capacity, fixed at first attach (default 16384)");
 
     auto* detach = app.add_subcommand("detach", "stop shaping; restore the prior qdisc, remove every pin");
-    detach->add_option("--dev", dev, "network device")->required();
+    std::string detach_file_path;
+    auto* detach_dev = detach->add_option("--dev", dev, "network device");
+    auto* detach_from = detach->add_option("-f,--file", detach_file_path,
+                                           "every attached device of this configuration file (as apply reads it)");
+    detach_dev->excludes(detach_from);
 
     ClassOptions add_opts, change_opts;
     auto* add = app.add_subcommand("add-class", "create a class");
@@ -155,14 +171,36 @@ int main(int argc, char** argv)
     del_rule->add_option("--pref", del_pref, "the rule's pref")->required();
 
     bool json = false;
-    std::string sample = "200ms";
+    std::string sample = "200ms", watch;
     auto* status = app.add_subcommand("status", "configuration, counters and rates of a device");
     status->add_option("--dev", dev, "network device")->required();
     status->add_flag("--json", json, "print JSON (schema in README.md)");
     status->add_option("--sample", sample, "interval over which rates are measured (0 for none)");
+    status->add_option("--watch", watch, "redraw every INTERVAL (1s, 500ms) with rates over it; Ctrl-C quits");
 
     auto* list = app.add_subcommand("list", "every device shaperctl manages");
     list->add_flag("--json", json, "print JSON");
+
+    auto* dump = app.add_subcommand("dump", "the live configuration as JSON, in apply's file format");
+    dump->add_option("--dev", dev, "one device (default: every attached device of the namespace)");
+
+    std::string config_path;
+    bool dry_run = false;
+    auto* apply = app.add_subcommand("apply", "make devices match a configuration file; prints the diff");
+    apply->add_option("-f,--file", config_path, "JSON configuration (format of dump; README.md)")->required();
+    apply->add_flag("--dry-run", dry_run, "print the changes, make none");
+
+    auto* doctor = app.add_subcommand("doctor", "check the kernel, the host and the managed devices");
+    doctor->add_flag("--json", json, "print JSON");
+
+    std::string listen = "127.0.0.1:9464";
+    auto* exporter = app.add_subcommand("exporter", "serve Prometheus metrics of the managed devices");
+    exporter->add_option("--listen", listen, "HOST:PORT to serve /metrics on (default 127.0.0.1:9464)");
+
+    auto* help_man = app.add_subcommand("help-man", "print the man page, shaperctl(8), as roff");
+    std::string shell = "bash";
+    auto* completion = app.add_subcommand("completion", "print the shell completion script");
+    completion->add_option("shell", shell, "bash (the only one)");
 
     // CLI11 would only say "a subcommand is required" of a misspelt command: name it.
     for (int i = 1; i < argc; i++) {
@@ -191,8 +229,37 @@ int main(int argc, char** argv)
         return 2;
     }
 
+    // Built from the CLI's own definition; no privileges needed (the build runs these).
+    if (*help_man) {
+        std::cout << man_page(app, SHAPERCTL_VERSION);
+        return 0;
+    }
+    if (*completion) {
+        if (shell != "bash") {
+            std::fprintf(stderr, "shaperctl: no completion for \"%s\" (only bash)\n", shell.c_str());
+            return 2;
+        }
+        std::cout << bash_completion(app);
+        return 0;
+    }
+
     try {
+        if (*doctor) {  // reports missing privileges as a finding of its own
+            const std::vector<Finding> findings = run_doctor(netns);
+            if (json)
+                print_json(doctor_json(findings));
+            else
+                std::cout << doctor_table(findings);
+            for (const Finding& f : findings)
+                if (f.status == "fail")
+                    return 1;
+            return 0;
+        }
         require_privileges();  // before anything else, so the refusal names the real cause
+        if (*exporter) {
+            run_exporter(listen, netns);  // binds before it enters the namespace
+            return 0;
+        }
         if (!netns.empty())
             enter_netns(netns);
         if (*attach) {
@@ -217,8 +284,14 @@ int main(int argc, char** argv)
                 break;
             }
         } else if (*detach) {
-            Shaper::detach(dev);
-            std::printf("detached from %s\n", dev.c_str());
+            if (!detach_file_path.empty()) {
+                detach_file(detach_file_path, std::cout);
+            } else {
+                if (dev.empty())
+                    throw Error("detach needs --dev DEV or -f FILE");
+                Shaper::detach(dev);
+                std::printf("detached from %s\n", dev.c_str());
+            }
         } else if (*add) {
             ClassSpec spec = add_opts.apply({});
             Shaper::open(dev).add_class(spec);
@@ -238,6 +311,11 @@ int main(int argc, char** argv)
             Shaper::open(dev).add_rule(rule);
         } else if (*del_rule) {
             Shaper::open(dev).del_rule(uint32_t(parse_int(del_pref, 1, SHAPER_PREF_NONE - 1, "pref")));
+        } else if (*status && !watch.empty()) {
+            const uint64_t interval = parse_time(watch);
+            if (interval < 10'000'000)
+                throw Error("bad --watch \"" + watch + "\": at least 10ms");
+            watch_status(dev, interval, json);
         } else if (*status) {
             const auto interval = std::chrono::nanoseconds(sample == "0" ? 0 : parse_time(sample));
             const DeviceStatus st = Shaper::open(dev).status(interval);
@@ -251,6 +329,10 @@ int main(int argc, char** argv)
                 print_json(list_json(devices));
             else
                 std::cout << list_table(devices);
+        } else if (*dump) {
+            print_json(dump_config(dev));
+        } else if (*apply) {
+            apply_file(config_path, dry_run, std::cout);
         }
     } catch (const std::exception& e) {
         std::fprintf(stderr, "shaperctl: %s\n", e.what());

@@ -1,6 +1,7 @@
 #include "output.h"
 
 #include <algorithm>
+#include <map>
 #include <sstream>
 
 #include "loader/tc_filter.h"
@@ -62,6 +63,7 @@ nlohmann::ordered_json status_json(const DeviceStatus& st)
             {"aqm_target_ns", c.spec.aqm_target_ns},
             {"aqm_interval_ns", c.spec.aqm_interval_ns},
             {"ecn", c.spec.ecn},
+            {"sparse_flows", c.spec.sparse},
             {"packets", c.counters.packets},
             {"segments", c.counters.segments},
             {"bytes", c.counters.bytes},
@@ -69,6 +71,7 @@ nlohmann::ordered_json status_json(const DeviceStatus& st)
             {"drops_horizon", c.counters.drops_horizon},
             {"drops_aqm", c.counters.drops_aqm},
             {"ecn_marks", c.counters.ecn_marks},
+            {"sparse", c.counters.sparse},
             {"backlog_ns", c.backlog_ns},
             {"rate_estimate_bps", c.rate_estimate_bps},
         });
@@ -157,6 +160,38 @@ std::string list_table(const std::vector<ManagedDevice>& devices)
         rows.push_back({d.name, std::to_string(d.ifindex), std::to_string(d.netns),
                         mode_name(d.mode), d.present ? "attached" : "gone or other netns"});
     return align(rows);
+}
+
+nlohmann::ordered_json doctor_json(const std::vector<Finding>& findings)
+{
+    nlohmann::ordered_json list = nlohmann::ordered_json::array();
+    std::map<std::string, unsigned> count = {{"ok", 0}, {"warn", 0}, {"fail", 0}};
+    for (const Finding& f : findings) {
+        count[f.status]++;
+        list.push_back({{"check", f.check}, {"status", f.status}, {"detail", f.detail}, {"hint", f.hint}});
+    }
+    return {{"ok", count["fail"] == 0},
+            {"summary", {{"ok", count["ok"]}, {"warn", count["warn"]}, {"fail", count["fail"]}}},
+            {"findings", list}};
+}
+
+std::string doctor_table(const std::vector<Finding>& findings)
+{
+    size_t width = 0;
+    for (const Finding& f : findings)
+        width = std::max(width, f.check.size());
+    std::ostringstream out;
+    unsigned warn = 0, fail = 0;
+    for (const Finding& f : findings) {
+        warn += f.status == "warn";
+        fail += f.status == "fail";
+        out << f.status << std::string(6 - std::min<size_t>(f.status.size(), 5), ' ') << f.check
+            << std::string(width - f.check.size() + 2, ' ') << f.detail << "\n";
+        if (!f.hint.empty())
+            out << std::string(6 + width + 2, ' ') << "fix: " << f.hint << "\n";
+    }
+    out << "\n" << findings.size() << " checks: " << fail << " failed, " << warn << " warnings\n";
+    return out.str();
 }
 
 }  // namespace shaperctl

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "loader/doctor.h"
 #include "loader/shaper.h"
 
 namespace shaperctl {
@@ -15,5 +16,11 @@ std::string status_table(const DeviceStatus& status);
 
 nlohmann::ordered_json list_json(const std::vector<ManagedDevice>& devices);
 std::string list_table(const std::vector<ManagedDevice>& devices);
+
+// doctor: {"ok": bool, "summary": {"ok": n, "warn": n, "fail": n}, "findings": [{"check",
+// "status", "detail", "hint"}]}, and the same as aligned lines with a "fix:" line under each
+// finding that has a hint.
+nlohmann::ordered_json doctor_json(const std::vector<Finding>& findings);
+std::string doctor_table(const std::vector<Finding>& findings);
 
 }  // namespace shaperctl

@@ -275,6 +275,128 @@ Shaper Shaper::open(const std::string& dev)
     return Shaper(device, *record, ShaperMaps::open_pinned(device.pin_dir()), std::move(lock));
 }
 
+Shaper Shaper::open_unlocked(const std::string& dev)
+{
+    require_privileges();
+    const Device device = Device::resolve(dev);
+    auto record = AttachRecord::load(device.run_dir() + "/" + kRecordFile);
+    if (!record)
+        throw Error(dev_prefix(device) + "not attached (run shaperctl attach --dev " + dev + ")");
+    return Shaper(device, *record, ShaperMaps::open_pinned(device.pin_dir()), Fd());
+}
+
+bool Shaper::is_attached(const std::string& dev)
+{
+    const Device device = Device::resolve(dev);
+    return path_exists(device.run_dir() + "/" + kRecordFile);
+}
+
+AttachOptions Shaper::attach_options() const
+{
+    AttachOptions options;
+    options.mode = record_.mode;
+    options.fq = record_.fq;
+    options.max_classes = maps_.max_classes();
+    return options;
+}
+
+ShaperConfig Shaper::config() const
+{
+    ShaperConfig config;
+    config.mode = record_.mode;
+    config.fq = record_.fq;
+    config.max_classes = maps_.max_classes();
+    config.default_class = maps_.settings().default_class;
+    for (uint32_t id : maps_.class_ids())
+        if (auto stored = maps_.class_config(id))
+            config.classes.push_back(class_spec_from_config(id, *stored));
+    for (const RuleStatus& r : rules())
+        config.rules.push_back(r.rule);
+    return config;
+}
+
+void Shaper::apply(const std::vector<ConfigStep>& steps) const
+{
+    using Kind = ConfigStep::Kind;
+    // Rule slots as stored: a changed rule keeps its slot, a new one takes the lowest free.
+    std::map<uint32_t, uint32_t> slot_of;  // pref -> slot
+    std::vector<bool> used(SHAPER_MAX_RULES);
+    bool rules_read = false;
+    auto read_rules = [&] {
+        if (rules_read)
+            return;
+        for (const auto& [slot, rule] : maps_.rules()) {
+            slot_of[rule.pref] = slot;
+            used[slot] = true;
+        }
+        rules_read = true;
+    };
+    for (const ConfigStep& step : steps) {
+        switch (step.kind) {
+        case Kind::SetDefault: {
+            shaper_settings settings = maps_.settings();
+            settings.default_class = step.new_default;
+            maps_.set_settings(settings);
+            break;
+        }
+        case Kind::AddClass: {
+            const auto config = make_class_config(step.after, maps_.max_classes(), default_horizon());
+            maps_.reset_class_state(step.after.id);  // a new class starts idle, with full credit
+            maps_.write_class_config(step.after.id, config);
+            break;
+        }
+        case Kind::ChangeClass:
+            // The clock stays: no free burst, no stall.
+            maps_.write_class_config(step.after.id, make_class_config(step.after, maps_.max_classes(),
+                                                                      default_horizon()));
+            break;
+        case Kind::DeleteClass:
+            maps_.erase_class(step.before.id);
+            break;
+        case Kind::PutRule: {
+            read_rules();
+            validate_rule(step.new_rule);
+            uint32_t slot = 0;
+            if (auto it = slot_of.find(step.new_rule.pref); it != slot_of.end()) {
+                slot = it->second;
+            } else {
+                while (slot < SHAPER_MAX_RULES && used[slot])
+                    slot++;
+                if (slot == SHAPER_MAX_RULES)
+                    throw Error(dev_prefix(device_) + "all " + std::to_string(SHAPER_MAX_RULES) +
+                                " rule slots are in use");
+                used[slot] = true;
+                slot_of[step.new_rule.pref] = slot;
+            }
+            maps_.write_rule(slot, step.new_rule);
+            break;
+        }
+        case Kind::RemoveRule: {
+            read_rules();
+            auto it = slot_of.find(step.old_rule.pref);
+            if (it == slot_of.end())
+                throw Error(dev_prefix(device_) + "no rule with pref " + std::to_string(step.old_rule.pref));
+            maps_.write_rule(it->second, shaper_rule{});
+            used[it->second] = false;
+            slot_of.erase(it);
+            break;
+        }
+        case Kind::PublishRules:
+            publish_rules(maps_);
+            break;
+        }
+    }
+}
+
+void Shaper::set_fq_options(const FqOptions& fq)
+{
+    if (record_.mode != SHAPER_MODE_EDT)
+        throw Error(dev_prefix(device_) + "fq options apply to edt mode only");
+    install_fq(device_.ifindex, fq);
+    record_.fq = fq;
+    record_.save(device_.run_dir() + "/" + kRecordFile);
+}
+
 uint64_t Shaper::default_horizon() const
 {
     return record_.mode == SHAPER_MODE_POLICE ? SHAPER_DEFAULT_POLICE_HORIZON_NS

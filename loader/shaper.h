@@ -10,6 +10,7 @@
 
 #include "loader/attach_record.h"
 #include "loader/class_config.h"
+#include "loader/config.h"
 #include "loader/device.h"
 #include "loader/fd.h"
 #include "loader/maps.h"
@@ -69,6 +70,11 @@ public:
 
     // An attached device; Error "device X is not attached" otherwise.
     static Shaper open(const std::string& dev);
+    // The same without taking the device's lock, for readers that must never hold up a change
+    // (exporter, status --watch): only read through it.
+    static Shaper open_unlocked(const std::string& dev);
+    // Whether the device has an attach record (Error for an unknown device).
+    static bool is_attached(const std::string& dev);
 
     void add_class(const ClassSpec& spec) const;
     void change_class(const ClassSpec& spec) const;  // a full spec: read class() first
@@ -82,6 +88,16 @@ public:
     std::vector<RuleStatus> rules() const;
     // Counters are read twice, `sample` apart, for the rate estimate.
     DeviceStatus status(std::chrono::nanoseconds sample) const;
+
+    // The whole configuration, as apply and dump see it (max_classes: the maps' capacity).
+    AttachOptions attach_options() const;
+    ShaperConfig config() const;
+    // Runs plan_config()'s steps, in order, straight on the maps: the caller has validated the
+    // desired configuration as a whole, so no step re-reads the class table (an apply of
+    // thousands of classes costs a few syscalls per class).
+    void apply(const std::vector<ConfigStep>& steps) const;
+    // Changes the fq options in place (edt mode: install_fq again) and records them.
+    void set_fq_options(const FqOptions& fq);
 
     const Device& device() const { return device_; }
     const ShaperMaps& maps() const { return maps_; }

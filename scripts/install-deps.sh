@@ -14,7 +14,7 @@ packages=(
   # the stock-kernel VM harness
   qemu-system-x86 busybox-static cpio kmod zstd xz-utils
   # benchmarks
-  gnuplot-nox jq
+  gnuplot-nox jq python3-jsonschema
 )
 
 missing=()

@@ -1,0 +1,724 @@
+#include "config_file.h"
+
+#include <arpa/inet.h>
+#include <net/if.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <set>
+#include <sstream>
+
+#include "loader/cgroup.h"
+#include "loader/error.h"
+#include "loader/rules.h"
+#include "rule_args.h"
+#include "units.h"
+
+namespace shaperctl {
+namespace {
+
+using json = nlohmann::json;
+using ojson = nlohmann::ordered_json;
+
+constexpr int kFormatVersion = 1;
+
+[[noreturn]] void fail(const std::string& path, const std::string& message)
+{
+    throw Error(path + ": " + message);
+}
+
+// Runs a parser of the CLI's; its one-line error gets the JSON path in front.
+template <class F>
+auto at(const std::string& path, F&& parse)
+{
+    try {
+        return parse();
+    } catch (const Error& e) {
+        fail(path, e.what());
+    }
+}
+
+// JSON text into a value, refusing a key repeated in one object (the parser would keep the last
+// one silently). Parse errors keep nlohmann's line and column.
+json parse_json(const std::string& text)
+{
+    struct Frame {
+        bool array = false;
+        long index = -1;
+        std::string key;
+        std::set<std::string> keys;
+    };
+    std::vector<Frame> frames;
+    auto path_to = [&](size_t frames_used) {
+        std::string path;
+        for (size_t i = 0; i < frames_used; i++) {
+            const Frame& f = frames[i];
+            path += f.array ? "[" + std::to_string(f.index) + "]" : (path.empty() ? "" : ".") + f.key;
+        }
+        return path;
+    };
+    auto element = [&] {
+        if (!frames.empty() && frames.back().array)
+            frames.back().index++;
+    };
+    json::parser_callback_t callback = [&](int, json::parse_event_t event, json& parsed) {
+        switch (event) {
+        case json::parse_event_t::object_start:
+            element();
+            frames.push_back({false});
+            break;
+        case json::parse_event_t::array_start:
+            element();
+            frames.push_back({true});
+            break;
+        case json::parse_event_t::key: {
+            Frame& f = frames.back();
+            f.key = parsed.get<std::string>();
+            if (!f.keys.insert(f.key).second) {
+                const std::string parent = path_to(frames.size() - 1);
+                fail((parent.empty() ? "" : parent + ".") + f.key, "key given twice");
+            }
+            break;
+        }
+        case json::parse_event_t::value:
+            element();
+            break;
+        case json::parse_event_t::object_end:
+        case json::parse_event_t::array_end:
+            frames.pop_back();
+            break;
+        }
+        return true;
+    };
+    try {
+        return json::parse(text, callback);
+    } catch (const json::parse_error& e) {
+        std::string what = e.what();
+        if (auto bracket = what.find("] "); what.starts_with("[json.exception") && bracket != std::string::npos)
+            what = what.substr(bracket + 2);
+        std::replace(what.begin(), what.end(), '\n', ' ');
+        throw Error("not valid JSON: " + what);
+    }
+}
+
+std::string join(const std::vector<std::string>& words, const std::string& separator)
+{
+    std::string out;
+    for (const auto& w : words)
+        out += (out.empty() ? "" : separator) + w;
+    return out;
+}
+
+void check_keys(const json& object, const std::string& path, const std::string& kind)
+{
+    if (!object.is_object())
+        fail(path.empty() ? "(top level)" : path, "expected an object");
+    const auto& keys = config_keys(kind);
+    for (const auto& [key, value] : object.items())
+        if (std::find(keys.begin(), keys.end(), key) == keys.end())
+            fail((path.empty() ? "" : path + ".") + key,
+                 "unknown key (" + kind + " keys: " + join(keys, ", ") + ")");
+}
+
+const char* type_name(const json& v)
+{
+    return v.type_name();
+}
+
+std::string get_string(const json& v, const std::string& path, const std::string& example)
+{
+    if (!v.is_string())
+        fail(path, std::string("expected a string such as ") + example + ", not " +
+                       (v.is_number() ? "the number " + v.dump() : std::string("a ") + type_name(v)));
+    return v.get<std::string>();
+}
+
+int64_t get_int(const json& v, const std::string& path, int64_t min, int64_t max)
+{
+    const std::string range = std::to_string(min) + " to " + std::to_string(max);
+    if (!v.is_number_integer())
+        fail(path, "expected an integer (" + range + "), not " +
+                       (v.is_number() ? v.dump() : std::string("a ") + type_name(v)));
+    const bool too_big = v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX);
+    if (too_big || v.get<int64_t>() > max || v.get<int64_t>() < min)
+        fail(path, v.dump() + " is out of range (" + range + ")");
+    return v.get<int64_t>();
+}
+
+uint64_t get_rate(const json& v, const std::string& path)
+{
+    const std::string text = get_string(v, path, "\"20mbit\"");
+    return at(path, [&] { return parse_rate(text); });
+}
+
+uint64_t get_time(const json& v, const std::string& path)
+{
+    const std::string text = get_string(v, path, "\"5ms\"");
+    return at(path, [&] { return parse_time(text); });
+}
+
+// A size as the CLI takes it ("64kb", "1500b") or a number of bytes.
+uint64_t get_size(const json& v, const std::string& path, uint64_t max)
+{
+    if (v.is_number_integer())
+        return uint64_t(get_int(v, path, 0, int64_t(max)));
+    const std::string text = get_string(v, path, "\"64kb\"");
+    return at(path, [&] { return parse_size(text, max); });
+}
+
+bool get_switch(const json& v, const std::string& path, const char* on, const char* off)
+{
+    if (v.is_boolean())
+        return v.get<bool>();
+    const std::string text = get_string(v, path, std::string("\"") + on + "\" or \"" + off + "\"");
+    if (text == on)
+        return true;
+    if (text == off)
+        return false;
+    fail(path, "bad value \"" + text + "\" (use " + on + " or " + off + ")");
+}
+
+// A number or its text: ports ("80", "80-90", 80), marks, priorities, protocols.
+std::string text_or_number(const json& v, const std::string& path, const std::string& example)
+{
+    if (v.is_number_integer())
+        return v.dump();
+    return get_string(v, path, example);
+}
+
+std::string address_text(uint8_t family, const uint8_t* addr, uint8_t plen)
+{
+    char buf[INET6_ADDRSTRLEN] = {};
+    inet_ntop(family == 4 ? AF_INET : AF_INET6, addr, buf, sizeof buf);
+    return std::string(buf) + "/" + std::to_string(plen);
+}
+
+std::string port_text(uint16_t lo, uint16_t hi)
+{
+    return lo == hi ? std::to_string(lo) : std::to_string(lo) + "-" + std::to_string(hi);
+}
+
+const char* proto_name(uint8_t proto)
+{
+    switch (proto) {
+    case 6: return "tcp";
+    case 17: return "udp";
+    case 1: return "icmp";
+    case 58: return "icmpv6";
+    case 132: return "sctp";
+    case 47: return "gre";
+    }
+    return nullptr;
+}
+
+std::string hex(uint32_t value)
+{
+    char buf[16];
+    std::snprintf(buf, sizeof buf, "0x%x", value);
+    return buf;
+}
+
+std::string priority_text(uint32_t priority)
+{
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%x:%x", priority >> 16, priority & 0xffff);
+    return buf;
+}
+
+uint64_t mode_horizon(uint32_t mode)
+{
+    return mode == SHAPER_MODE_POLICE ? SHAPER_DEFAULT_POLICE_HORIZON_NS : SHAPER_DEFAULT_HORIZON_NS;
+}
+
+ClassSpec parse_class(const json& j, const std::string& path, const ShaperConfig& device)
+{
+    check_keys(j, path, "class");
+    ClassSpec spec;
+    for (const char* required : {"id", "rate"})
+        if (!j.contains(required))
+            fail(path, std::string("\"") + required + "\" is required");
+    spec.id = uint32_t(get_int(j["id"], path + ".id", 1, SHAPER_LIMIT_MAX_CLASSES - 1));
+    spec.rate_bps = get_rate(j["rate"], path + ".rate");
+    if (j.contains("burst"))
+        spec.burst_bytes = get_size(j["burst"], path + ".burst", SHAPER_BURST_MAX_BYTES);
+    if (j.contains("parent") && !j["parent"].is_null())
+        spec.parent = uint32_t(get_int(j["parent"], path + ".parent", 0, SHAPER_LIMIT_MAX_CLASSES - 1));
+    if (j.contains("overhead"))
+        spec.overhead = int32_t(get_int(j["overhead"], path + ".overhead", SHAPER_OVERHEAD_MIN,
+                                        SHAPER_OVERHEAD_MAX));
+    if (j.contains("mpu"))
+        spec.mpu = uint32_t(get_size(j["mpu"], path + ".mpu", SHAPER_MPU_MAX));
+    spec.horizon_ns = j.contains("horizon") ? get_time(j["horizon"], path + ".horizon")
+                                            : mode_horizon(device.mode);
+    if (j.contains("aqm"))
+        spec.aqm = get_switch(j["aqm"], path + ".aqm", "codel", "off");
+    if (j.contains("target"))
+        spec.aqm_target_ns = get_time(j["target"], path + ".target");
+    if (j.contains("interval"))
+        spec.aqm_interval_ns = get_time(j["interval"], path + ".interval");
+    if (j.contains("ecn"))
+        spec.ecn = get_switch(j["ecn"], path + ".ecn", "on", "off");
+    if (j.contains("sparse"))
+        spec.sparse = get_switch(j["sparse"], path + ".sparse", "on", "off");
+    // The datapath's own checks (ranges, an hour of credit at most, ...).
+    const uint32_t max = device.max_classes ? device.max_classes : SHAPER_LIMIT_MAX_CLASSES;
+    at(path, [&] { return make_class_config(spec, max, mode_horizon(device.mode)); });
+    return spec;
+}
+
+shaper_rule parse_rule_json(const json& j, const std::string& path)
+{
+    check_keys(j, path, "rule");
+    for (const char* required : {"pref", "class"})
+        if (!j.contains(required))
+            fail(path, std::string("\"") + required + "\" is required");
+    shaper_rule r{};
+    r.pref = uint32_t(get_int(j["pref"], path + ".pref", 1, SHAPER_PREF_NONE - 1));
+    r.class_id = uint32_t(get_int(j["class"], path + ".class", 1, SHAPER_LIMIT_MAX_CLASSES - 1));
+    for (const char* side : {"src", "dst"}) {
+        if (!j.contains(side))
+            continue;
+        const std::string p = path + "." + side;
+        const std::string text = get_string(j[side], p, "\"10.0.0.0/8\"");
+        const Cidr cidr = at(p, [&] {
+            return parse_cidr(text, std::strcmp(side, "src") == 0 ? "source CIDR" : "destination CIDR");
+        });
+        if (r.family && r.family != cidr.family)
+            fail(p, "src and dst must both be IPv4 or both IPv6");
+        r.family = cidr.family;
+        const bool src = std::strcmp(side, "src") == 0;
+        r.fields |= src ? SHAPER_RULE_F_SRC : SHAPER_RULE_F_DST;
+        std::memcpy(src ? r.src : r.dst, cidr.addr, 16);
+        (src ? r.src_plen : r.dst_plen) = cidr.plen;
+    }
+    if (j.contains("proto")) {
+        const std::string text = text_or_number(j["proto"], path + ".proto", "\"tcp\"");
+        r.proto = at(path + ".proto", [&] { return parse_proto(text); });
+        r.fields |= SHAPER_RULE_F_PROTO;
+    }
+    if (j.contains("sport")) {
+        const std::string text = text_or_number(j["sport"], path + ".sport", "\"80\" or \"1024-65535\"");
+        std::tie(r.sport_lo, r.sport_hi) = at(path + ".sport", [&] { return parse_port_range(text, "source port"); });
+        r.fields |= SHAPER_RULE_F_SPORT;
+    }
+    if (j.contains("dport")) {
+        const std::string text = text_or_number(j["dport"], path + ".dport", "\"80\" or \"1024-65535\"");
+        std::tie(r.dport_lo, r.dport_hi) = at(path + ".dport", [&] { return parse_port_range(text, "destination port"); });
+        r.fields |= SHAPER_RULE_F_DPORT;
+    }
+    if ((r.fields & SHAPER_RULE_F_PORTS) && (r.fields & SHAPER_RULE_F_PROTO) && r.proto != 6 &&
+        r.proto != 17 && r.proto != 132)
+        fail(path, "ports only exist for tcp, udp and sctp");
+    if (j.contains("mark")) {
+        const std::string text = text_or_number(j["mark"], path + ".mark", "\"0x10/0xff\"");
+        std::tie(r.mark, r.mark_mask) = at(path + ".mark", [&] { return parse_mark(text); });
+        r.fields |= SHAPER_RULE_F_MARK;
+    }
+    if (j.contains("cgroup")) {
+        const std::string p = path + ".cgroup";
+        const json& cg = j["cgroup"];
+        if (cg.is_object()) {  // a cgroup by id, as dump shows one it cannot find a path for
+            check_keys(cg, p, "cgroup");
+            if (!cg.contains("id") || !cg.contains("level"))
+                fail(p, "a cgroup by id needs \"id\" and \"level\"");
+            if (!cg["id"].is_number_unsigned() || cg["id"].get<uint64_t>() == 0)
+                fail(p + ".id", "expected a cgroup id (a positive integer)");
+            r.cgroup_id = cg["id"].get<uint64_t>();
+            r.cgroup_level = uint32_t(get_int(cg["level"], p + ".level", 0, 1000));
+        } else {
+            const std::string text = get_string(cg, p, "\"/system.slice/nginx.service\"");
+            const CgroupRef ref = at(p, [&] { return resolve_cgroup(text); });
+            r.cgroup_id = ref.id;
+            r.cgroup_level = ref.level;
+        }
+        r.fields |= SHAPER_RULE_F_CGROUP;
+    }
+    if (j.contains("priority")) {
+        const std::string text = text_or_number(j["priority"], path + ".priority", "\"1:10\"");
+        r.priority = at(path + ".priority", [&] { return parse_priority(text); });
+        r.fields |= SHAPER_RULE_F_PRIORITY;
+    }
+    if (j.contains("dscp")) {
+        r.dscp = uint8_t(get_int(j["dscp"], path + ".dscp", 0, 63));
+        r.fields |= SHAPER_RULE_F_DSCP;
+    }
+    if (j.contains("vlan")) {
+        r.vlan = uint16_t(get_int(j["vlan"], path + ".vlan", 1, 4094));
+        r.fields |= SHAPER_RULE_F_VLAN;
+    }
+    if (!r.fields)
+        fail(path, "a rule needs at least one match (src, dst, proto, sport, dport, mark, cgroup, "
+                   "priority, dscp, vlan); for every packet use default_class");
+    at(path, [&] {
+        validate_rule(r);
+        return 0;
+    });
+    return r;
+}
+
+// Parents exist among the device's classes, never loop, and stack at most SHAPER_MAX_DEPTH deep.
+void check_tree(const ConfigDevice& d)
+{
+    std::map<uint32_t, uint32_t> parents;
+    for (const ClassSpec& c : d.config.classes)
+        parents[c.id] = c.parent;
+    for (const ClassSpec& c : d.config.classes) {
+        const std::string path = d.path + ".classes[" + std::to_string(d.class_index.at(c.id)) + "]";
+        if (!c.parent)
+            continue;
+        if (!parents.count(c.parent))
+            fail(path + ".parent", "no class " + std::to_string(c.parent) + " among " + d.path + ".classes");
+        std::vector<uint32_t> chain = {c.id};
+        for (uint32_t up = c.parent; up; up = parents[up]) {
+            if (up == c.id) {
+                std::string loop;
+                for (uint32_t id : chain)
+                    loop += std::to_string(id) + " -> ";
+                fail(path + ".parent", "parents form a cycle (" + loop + std::to_string(c.id) + ")");
+            }
+            chain.push_back(up);
+            if (chain.size() > SHAPER_MAX_DEPTH)
+                fail(path + ".parent", "class " + std::to_string(c.id) + " would be more than " +
+                                           std::to_string(SHAPER_MAX_DEPTH) + " levels deep");
+        }
+    }
+}
+
+ConfigDevice parse_device(const json& j, const std::string& path)
+{
+    check_keys(j, path, "device");
+    ConfigDevice d;
+    d.path = path;
+    if (!j.contains("device"))
+        fail(path, "\"device\" is required");
+    d.name = get_string(j["device"], path + ".device", "\"eth0\"");
+    if (d.name.empty() || d.name.size() >= IFNAMSIZ || d.name.find('/') != std::string::npos)
+        fail(path + ".device", "bad device name \"" + d.name + "\"");
+    ShaperConfig& c = d.config;
+    if (j.contains("mode")) {
+        const std::string mode = get_string(j["mode"], path + ".mode", "\"edt\"");
+        if (mode != "edt" && mode != "police")
+            fail(path + ".mode", "bad mode \"" + mode + "\" (use edt or police)");
+        c.mode = mode == "edt" ? SHAPER_MODE_EDT : SHAPER_MODE_POLICE;
+    }
+    if (j.contains("fq")) {
+        const std::string p = path + ".fq";
+        check_keys(j["fq"], p, "fq");
+        if (c.mode != SHAPER_MODE_EDT)
+            fail(p, "fq options apply to edt mode only");
+        const json& fq = j["fq"];
+        if (fq.contains("horizon")) {
+            c.fq.horizon_ns = get_time(fq["horizon"], p + ".horizon");
+            if (c.fq.horizon_ns < 1000 || c.fq.horizon_ns / 1000 > UINT32_MAX)
+                fail(p + ".horizon", "out of range (1us to " + std::to_string(UINT32_MAX / 1'000'000) + "s)");
+        }
+        // 0: the kernel's own default (what an attach record of an older shaperctl may hold).
+        if (fq.contains("flow_limit"))
+            c.fq.flow_limit = uint32_t(get_int(fq["flow_limit"], p + ".flow_limit", 0, UINT32_MAX));
+        if (fq.contains("limit"))
+            c.fq.limit = uint32_t(get_int(fq["limit"], p + ".limit", 0, UINT32_MAX));
+    }
+    if (j.contains("max_classes"))
+        c.max_classes = uint32_t(get_int(j["max_classes"], path + ".max_classes", 2, SHAPER_LIMIT_MAX_CLASSES));
+    if (j.contains("classes")) {
+        const json& classes = j["classes"];
+        if (!classes.is_array())
+            fail(path + ".classes", "expected an array of classes");
+        for (size_t i = 0; i < classes.size(); i++) {
+            const std::string p = path + ".classes[" + std::to_string(i) + "]";
+            ClassSpec spec = parse_class(classes[i], p, c);
+            if (auto it = d.class_index.find(spec.id); it != d.class_index.end())
+                fail(p + ".id", "class " + std::to_string(spec.id) + " is given twice (also " + path +
+                                    ".classes[" + std::to_string(it->second) + "])");
+            d.class_index[spec.id] = i;
+            c.classes.push_back(spec);
+        }
+        std::sort(c.classes.begin(), c.classes.end(),
+                  [](const ClassSpec& a, const ClassSpec& b) { return a.id < b.id; });
+    }
+    check_tree(d);
+    auto known_class = [&](uint32_t id, const std::string& p) {
+        if (!d.class_index.count(id))
+            fail(p, "no class " + std::to_string(id) + " among " + path + ".classes");
+    };
+    if (j.contains("default_class") && !j["default_class"].is_null()) {
+        c.default_class = uint32_t(get_int(j["default_class"], path + ".default_class", 0,
+                                           SHAPER_LIMIT_MAX_CLASSES - 1));
+        if (c.default_class)
+            known_class(c.default_class, path + ".default_class");
+    }
+    if (j.contains("rules")) {
+        const json& rules = j["rules"];
+        if (!rules.is_array())
+            fail(path + ".rules", "expected an array of rules");
+        if (rules.size() > SHAPER_MAX_RULES)
+            fail(path + ".rules", std::to_string(rules.size()) + " rules (at most " +
+                                      std::to_string(SHAPER_MAX_RULES) + ")");
+        std::map<uint32_t, size_t> prefs;
+        for (size_t i = 0; i < rules.size(); i++) {
+            const std::string p = path + ".rules[" + std::to_string(i) + "]";
+            shaper_rule r = parse_rule_json(rules[i], p);
+            if (auto it = prefs.find(r.pref); it != prefs.end())
+                fail(p + ".pref", "pref " + std::to_string(r.pref) + " is given twice (also " + path +
+                                      ".rules[" + std::to_string(it->second) + "])");
+            prefs[r.pref] = i;
+            known_class(r.class_id, p + ".class");
+            c.rules.push_back(r);
+        }
+        std::sort(c.rules.begin(), c.rules.end(),
+                  [](const shaper_rule& a, const shaper_rule& b) { return a.pref < b.pref; });
+        std::vector<uint32_t> slots(c.rules.size());
+        for (size_t i = 0; i < slots.size(); i++)
+            slots[i] = uint32_t(i);
+        if (!c.rules.empty())
+            at(path + ".rules", [&] { return compile_rules(c.rules, slots, 0).tuples.size(); });
+    }
+    return d;
+}
+
+std::string class_field_changes(const ClassSpec& a, const ClassSpec& b)
+{
+    std::vector<std::string> changes;
+    auto change = [&](const char* name, const std::string& from, const std::string& to) {
+        if (from != to)
+            changes.push_back(std::string(name) + " " + from + " -> " + to);
+    };
+    auto id = [](uint32_t v) { return v ? std::to_string(v) : std::string("none"); };
+    change("rate", format_rate(a.rate_bps), format_rate(b.rate_bps));
+    change("burst", format_size(a.burst_bytes), format_size(b.burst_bytes));
+    change("parent", id(a.parent), id(b.parent));
+    change("overhead", std::to_string(a.overhead), std::to_string(b.overhead));
+    change("mpu", format_size(a.mpu), format_size(b.mpu));
+    change("horizon", format_time(a.horizon_ns), format_time(b.horizon_ns));
+    change("aqm", a.aqm ? "codel" : "off", b.aqm ? "codel" : "off");
+    change("target", format_time(a.aqm_target_ns), format_time(b.aqm_target_ns));
+    change("interval", format_time(a.aqm_interval_ns), format_time(b.aqm_interval_ns));
+    change("ecn", a.ecn ? "on" : "off", b.ecn ? "on" : "off");
+    change("sparse", a.sparse ? "on" : "off", b.sparse ? "on" : "off");
+    return join(changes, ", ");
+}
+
+// A new class's line: its rate, then whatever differs from the defaults.
+std::string class_fields(const ClassSpec& c, uint32_t mode)
+{
+    const ClassSpec d;
+    std::string out = "rate " + format_rate(c.rate_bps);
+    if (c.burst_bytes != d.burst_bytes)
+        out += " burst " + format_size(c.burst_bytes);
+    if (c.parent)
+        out += " parent " + std::to_string(c.parent);
+    if (c.overhead != d.overhead)
+        out += " overhead " + std::to_string(c.overhead);
+    if (c.mpu != d.mpu)
+        out += " mpu " + format_size(c.mpu);
+    if (c.horizon_ns != mode_horizon(mode))
+        out += " horizon " + format_time(c.horizon_ns);
+    if (c.aqm != d.aqm)
+        out += c.aqm ? " aqm codel" : " aqm off";
+    if (c.aqm_target_ns != d.aqm_target_ns)
+        out += " target " + format_time(c.aqm_target_ns);
+    if (c.aqm_interval_ns != d.aqm_interval_ns)
+        out += " interval " + format_time(c.aqm_interval_ns);
+    if (c.ecn != d.ecn)
+        out += c.ecn ? " ecn on" : " ecn off";
+    if (c.sparse != d.sparse)
+        out += c.sparse ? " sparse on" : " sparse off";
+    return out;
+}
+
+}  // namespace
+
+const std::vector<std::string>& config_keys(const std::string& object)
+{
+    static const std::map<std::string, std::vector<std::string>> keys = {
+        {"file", {"version", "devices"}},
+        {"device", {"device", "mode", "fq", "max_classes", "default_class", "classes", "rules"}},
+        {"fq", {"horizon", "flow_limit", "limit"}},
+        {"class", {"id", "rate", "burst", "parent", "overhead", "mpu", "horizon", "aqm", "target",
+                   "interval", "ecn", "sparse"}},
+        {"rule", {"pref", "class", "src", "dst", "proto", "sport", "dport", "mark", "cgroup",
+                  "priority", "dscp", "vlan"}},
+        {"cgroup", {"id", "level"}},
+    };
+    return keys.at(object);
+}
+
+ConfigFile parse_config(const std::string& text)
+{
+    const json j = parse_json(text);
+    check_keys(j, "", "file");
+    if (j.contains("version") && (!j["version"].is_number_integer() || j["version"] != kFormatVersion))
+        fail("version", "unsupported format version " + j["version"].dump() + " (this shaperctl reads " +
+                            std::to_string(kFormatVersion) + ")");
+    if (!j.contains("devices"))
+        fail("devices", "required (an array of devices)");
+    if (!j["devices"].is_array())
+        fail("devices", "expected an array of devices");
+    ConfigFile file;
+    std::map<std::string, std::string> names;
+    for (size_t i = 0; i < j["devices"].size(); i++) {
+        ConfigDevice d = parse_device(j["devices"][i], "devices[" + std::to_string(i) + "]");
+        if (auto it = names.find(d.name); it != names.end())
+            fail(d.path + ".device", "device \"" + d.name + "\" is given twice (also " + it->second + ")");
+        names[d.name] = d.path;
+        file.devices.push_back(std::move(d));
+    }
+    return file;
+}
+
+ConfigFile load_config(const std::string& path)
+{
+    std::ifstream in(path);
+    if (!in)
+        throw Error(errno_message("cannot read " + path, errno));
+    std::stringstream text;
+    text << in.rdbuf();
+    try {
+        return parse_config(text.str());
+    } catch (const Error& e) {
+        throw Error(path + ": " + e.what());
+    }
+}
+
+std::string cgroup_path_of(uint64_t id, uint32_t level)
+{
+    namespace fs = std::filesystem;
+    const std::string root = cgroup2_root();
+    if (root.empty())
+        return "";
+    struct stat st {};
+    if (level == 0)
+        return stat(root.c_str(), &st) == 0 && st.st_ino == id ? "/" : "";
+    std::error_code ec;
+    fs::recursive_directory_iterator it(root, fs::directory_options::skip_permission_denied, ec), end;
+    for (; !ec && it != end; it.increment(ec)) {
+        if (!it->is_directory(ec))
+            continue;
+        const uint32_t depth = uint32_t(it.depth()) + 1;
+        if (depth >= level)
+            it.disable_recursion_pending();
+        if (depth == level && stat(it->path().c_str(), &st) == 0 && st.st_ino == id)
+            return it->path().string().substr(root.size());
+    }
+    return "";
+}
+
+ojson config_json(const std::vector<std::pair<std::string, ShaperConfig>>& devices)
+{
+    ojson list = ojson::array();
+    for (const auto& [name, c] : devices) {
+        ojson d;
+        d["device"] = name;
+        d["mode"] = c.mode == SHAPER_MODE_POLICE ? "police" : "edt";
+        if (c.mode == SHAPER_MODE_EDT) {
+            ojson fq;
+            fq["horizon"] = format_time(c.fq.horizon_ns);
+            fq["flow_limit"] = c.fq.flow_limit;
+            fq["limit"] = c.fq.limit;
+            d["fq"] = fq;
+        }
+        if (c.max_classes)
+            d["max_classes"] = c.max_classes;
+        d["default_class"] = c.default_class ? ojson(c.default_class) : ojson(nullptr);
+        ojson classes = ojson::array();
+        for (const ClassSpec& s : c.classes) {
+            ojson k;
+            k["id"] = s.id;
+            k["rate"] = format_rate(s.rate_bps);
+            k["burst"] = format_size(s.burst_bytes);
+            k["parent"] = s.parent ? ojson(s.parent) : ojson(nullptr);
+            k["overhead"] = s.overhead;
+            k["mpu"] = format_size(s.mpu);
+            k["horizon"] = format_time(s.horizon_ns);
+            k["aqm"] = s.aqm ? "codel" : "off";
+            k["target"] = format_time(s.aqm_target_ns);
+            k["interval"] = format_time(s.aqm_interval_ns);
+            k["ecn"] = s.ecn ? "on" : "off";
+            k["sparse"] = s.sparse ? "on" : "off";
+            classes.push_back(k);
+        }
+        d["classes"] = classes;
+        ojson rules = ojson::array();
+        for (const shaper_rule& r : c.rules) {
+            ojson k;
+            k["pref"] = r.pref;
+            k["class"] = r.class_id;
+            if (r.fields & SHAPER_RULE_F_SRC)
+                k["src"] = address_text(r.family, r.src, r.src_plen);
+            if (r.fields & SHAPER_RULE_F_DST)
+                k["dst"] = address_text(r.family, r.dst, r.dst_plen);
+            if (r.fields & SHAPER_RULE_F_PROTO) {
+                if (const char* name = proto_name(r.proto))
+                    k["proto"] = name;
+                else
+                    k["proto"] = r.proto;
+            }
+            if (r.fields & SHAPER_RULE_F_SPORT)
+                k["sport"] = port_text(r.sport_lo, r.sport_hi);
+            if (r.fields & SHAPER_RULE_F_DPORT)
+                k["dport"] = port_text(r.dport_lo, r.dport_hi);
+            if (r.fields & SHAPER_RULE_F_MARK)
+                k["mark"] = hex(r.mark) + "/" + hex(r.mark_mask);
+            if (r.fields & SHAPER_RULE_F_CGROUP) {
+                const std::string path = cgroup_path_of(r.cgroup_id, r.cgroup_level);
+                if (!path.empty())
+                    k["cgroup"] = path;
+                else
+                    k["cgroup"] = {{"id", r.cgroup_id}, {"level", r.cgroup_level}};
+            }
+            if (r.fields & SHAPER_RULE_F_PRIORITY)
+                k["priority"] = priority_text(r.priority);
+            if (r.fields & SHAPER_RULE_F_DSCP)
+                k["dscp"] = r.dscp;
+            if (r.fields & SHAPER_RULE_F_VLAN)
+                k["vlan"] = r.vlan;
+            rules.push_back(k);
+        }
+        d["rules"] = rules;
+        list.push_back(d);
+    }
+    ojson out;
+    out["version"] = kFormatVersion;
+    out["devices"] = list;
+    return out;
+}
+
+std::string describe_rule(const shaper_rule& rule)
+{
+    return "class " + std::to_string(rule.class_id) + " " + format_rule_match(rule);
+}
+
+std::string describe_step(const ConfigStep& step, uint32_t mode)
+{
+    using Kind = ConfigStep::Kind;
+    if (!step.shown)
+        return "";
+    auto id = [](uint32_t v) { return v ? std::to_string(v) : std::string("none"); };
+    switch (step.kind) {
+    case Kind::SetDefault:
+        return "~ default class " + id(step.old_default) + " -> " + id(step.new_default);
+    case Kind::AddClass:
+        return "+ class " + std::to_string(step.after.id) + " " + class_fields(step.after, mode);
+    case Kind::ChangeClass:
+        return "~ class " + std::to_string(step.after.id) + " " + class_field_changes(step.before, step.after);
+    case Kind::DeleteClass:
+        return "- class " + std::to_string(step.before.id);
+    case Kind::PutRule:
+        if (step.old_rule.pref)
+            return "~ rule " + std::to_string(step.new_rule.pref) + " " + describe_rule(step.old_rule) +
+                   " -> " + describe_rule(step.new_rule);
+        return "+ rule " + std::to_string(step.new_rule.pref) + " " + describe_rule(step.new_rule);
+    case Kind::RemoveRule:
+        return "- rule " + std::to_string(step.old_rule.pref);
+    case Kind::PublishRules:
+        return "";
+    }
+    return "";
+}
+
+}  // namespace shaperctl

@@ -1,0 +1,54 @@
+// The configuration file of `apply` and the output of `dump`: JSON in the CLI's vocabulary
+// ("rate": "20mbit"), one entry per device. Schema: packaging/shaperctl-config.schema.json.
+//
+// Parsing checks the whole file before anything is done with it: unknown or repeated keys,
+// types, every value as the CLI would parse it, and the device's configuration as a whole
+// (parents exist and form a tree at most SHAPER_MAX_DEPTH deep, prefs unique, rules name
+// classes of the file, the default class exists, the rule set fits the datapath). Errors are
+// one line that starts with the JSON path: `devices[0].classes[3].rate: bad rate "10mbt": ...`.
+#pragma once
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "loader/config.h"
+
+namespace shaperctl {
+
+struct ConfigDevice {
+    std::string name;
+    std::string path;  // "devices[0]"
+    ShaperConfig config;
+    std::map<uint32_t, size_t> class_index;  // class id -> its index in "classes"
+};
+
+struct ConfigFile {
+    std::vector<ConfigDevice> devices;
+};
+
+// Keys each object of the file accepts (the schema lists the same).
+const std::vector<std::string>& config_keys(const std::string& object);  // "file" "device" "fq" "class" "rule" "cgroup"
+
+ConfigFile parse_config(const std::string& text);
+// Reads and parses a file; errors are prefixed with its name.
+ConfigFile load_config(const std::string& path);
+
+// The file form of devices' configurations (what dump prints; apply of it changes nothing).
+nlohmann::ordered_json config_json(const std::vector<std::pair<std::string, ShaperConfig>>& devices);
+
+// The diff line of a step ("+ class 3 rate 5mbit", "~ class 1 rate 20mbit -> 30mbit",
+// "- rule 20"); "" for internal steps. `mode` gives the default horizon, left out of new
+// classes' lines.
+std::string describe_step(const ConfigStep& step, uint32_t mode);
+
+// "src 10.0.0.0/8 proto tcp": a rule's class and matches, as a diff names them.
+std::string describe_rule(const shaper_rule& rule);
+
+// The cgroup v2 path (relative to the cgroup2 mount, "/a/b") of a cgroup id at a level, "" when
+// none is found.
+std::string cgroup_path_of(uint64_t id, uint32_t level);
+
+}  // namespace shaperctl

@@ -1,0 +1,286 @@
+#include "exporter.h"
+
+#include <arpa/inet.h>
+#include <httplib.h>
+#include <netdb.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "loader/device.h"
+#include "loader/error.h"
+#include "loader/fd.h"
+
+namespace shaperctl {
+namespace {
+
+std::string escape_label(const std::string& value)
+{
+    std::string out;
+    for (char c : value) {
+        if (c == '\\' || c == '"')
+            out += '\\';
+        if (c == '\n') {
+            out += "\\n";
+            continue;
+        }
+        out += c;
+    }
+    return out;
+}
+
+// `n / 10^digits` as an exact decimal: "0.0015", "12".
+std::string decimal(uint64_t n, unsigned digits)
+{
+    uint64_t scale = 1;
+    for (unsigned i = 0; i < digits; i++)
+        scale *= 10;
+    std::string out = std::to_string(n / scale);
+    if (uint64_t frac = n % scale) {
+        std::string f = std::to_string(frac);
+        f = std::string(digits - f.size(), '0') + f;
+        f.erase(f.find_last_not_of('0') + 1);
+        out += "." + f;
+    }
+    return out;
+}
+
+class Exposition {
+public:
+    // Families print in the order they are first declared; samples group under their family.
+    void family(const std::string& name, const char* type, const std::string& help)
+    {
+        order_.push_back(name);
+        families_[name] = {type, help, {}};
+    }
+    void sample(const std::string& name, const std::vector<std::pair<std::string, std::string>>& labels,
+                const std::string& value)
+    {
+        std::string line = name;
+        if (!labels.empty()) {
+            line += "{";
+            for (size_t i = 0; i < labels.size(); i++)
+                line += (i ? "," : "") + labels[i].first + "=\"" + escape_label(labels[i].second) + "\"";
+            line += "}";
+        }
+        families_.at(name).samples.push_back(line + " " + value);
+    }
+    void sample(const std::string& name, const std::vector<std::pair<std::string, std::string>>& labels,
+                uint64_t value)
+    {
+        sample(name, labels, std::to_string(value));
+    }
+    std::string text() const
+    {
+        std::string out;
+        for (const std::string& name : order_) {
+            const Family& f = families_.at(name);
+            out += "# HELP " + name + " " + f.help + "\n# TYPE " + name + " " + f.type + "\n";
+            for (const std::string& s : f.samples)
+                out += s + "\n";
+        }
+        return out;
+    }
+
+private:
+    struct Family {
+        std::string type, help;
+        std::vector<std::string> samples;
+    };
+    std::vector<std::string> order_;
+    std::map<std::string, Family> families_;
+};
+
+std::string scrape()
+{
+    std::vector<DeviceStatus> devices;
+    std::vector<std::string> down;
+    const uint64_t here = current_netns();
+    for (const ManagedDevice& m : Shaper::list()) {
+        if (m.netns != here)
+            continue;  // reachable by name only from its own namespace
+        if (!m.present) {
+            down.push_back(m.name);
+            continue;
+        }
+        try {
+            devices.push_back(Shaper::open_unlocked(m.name).status(std::chrono::nanoseconds(0)));
+        } catch (const Error&) {
+            down.push_back(m.name);  // detached under our feet, say
+        }
+    }
+    return metrics_text(devices, down);
+}
+
+}  // namespace
+
+std::string metrics_text(const std::vector<DeviceStatus>& devices, const std::vector<std::string>& down)
+{
+    Exposition e;
+    e.family("shaperctl_device_up", "gauge",
+             "1 when the managed device is present and its maps were read, else 0.");
+    e.family("shaperctl_device_info", "gauge", "Managed device: ifindex and mode (edt or police) as labels.");
+    e.family("shaperctl_device_filter_attached", "gauge",
+             "1 when shaperctl's program is on the device's tc clsact egress hook.");
+    e.family("shaperctl_device_tx_queues", "gauge", "TX queues of the device.");
+    e.family("shaperctl_device_fq_queues", "gauge", "TX queues whose qdisc is fq (edt mode paces on them).");
+    e.family("shaperctl_device_default_class", "gauge", "Class of packets no rule matches (0: none).");
+    e.family("shaperctl_unclassified_packets_total", "counter", "Packets that matched no rule and no default class (unshaped).");
+    e.family("shaperctl_unclassified_segments_total", "counter", "Segments of unclassified packets.");
+    e.family("shaperctl_unclassified_bytes_total", "counter", "Bytes of unclassified packets.");
+    e.family("shaperctl_class_info", "gauge", "Configured class, with its parent (0: top level) as a label.");
+    e.family("shaperctl_class_rate_limit_bytes_per_second", "gauge", "Configured shaping rate of the class.");
+    e.family("shaperctl_class_burst_bytes", "gauge", "Configured burst of the class.");
+    e.family("shaperctl_class_horizon_seconds", "gauge", "Largest queueing delay the class accepts before dropping.");
+    e.family("shaperctl_class_packets_total", "counter", "Packets charged to the class (descendants included).");
+    e.family("shaperctl_class_segments_total", "counter", "GSO segments charged to the class (descendants included).");
+    e.family("shaperctl_class_bytes_total", "counter",
+             "Bytes charged to the class: wire length plus overhead, after mpu (descendants included).");
+    e.family("shaperctl_class_drops_total", "counter",
+             "Packets dropped by the class, by cause: horizon (departure too far ahead) or aqm (CoDel).");
+    e.family("shaperctl_class_ecn_marks_total", "counter", "Packets CoDel marked CE instead of dropping.");
+    e.family("shaperctl_class_sparse_packets_total", "counter",
+             "Packets of sparse flows sent ahead of the class backlog (still charged).");
+    e.family("shaperctl_class_backlog_seconds", "gauge", "How far the class clock runs ahead of now (0 when idle).");
+    e.family("shaperctl_rule_hits_total", "counter", "Packets the rule classified.");
+    e.family("shaperctl_rule_bytes_total", "counter", "Bytes of the packets the rule classified.");
+
+    for (const std::string& name : down)
+        e.sample("shaperctl_device_up", {{"device", name}}, 0);
+    for (const DeviceStatus& st : devices) {
+        const std::string dev = st.device.name;
+        const std::vector<std::pair<std::string, std::string>> d = {{"device", dev}};
+        e.sample("shaperctl_device_up", d, st.present ? 1 : 0);
+        e.sample("shaperctl_device_info",
+                 {{"device", dev}, {"ifindex", std::to_string(st.device.ifindex)}, {"mode", mode_name(st.mode)}}, 1);
+        e.sample("shaperctl_device_filter_attached", d, st.program_id ? 1 : 0);
+        e.sample("shaperctl_device_tx_queues", d, st.pacing.queues);
+        e.sample("shaperctl_device_fq_queues", d, st.pacing.fq_queues);
+        e.sample("shaperctl_device_default_class", d, st.default_class);
+        e.sample("shaperctl_unclassified_packets_total", d, st.unclassified.packets);
+        e.sample("shaperctl_unclassified_segments_total", d, st.unclassified.segments);
+        e.sample("shaperctl_unclassified_bytes_total", d, st.unclassified.bytes);
+        for (const ClassStatus& c : st.classes) {
+            const std::vector<std::pair<std::string, std::string>> l = {{"device", dev},
+                                                                        {"class", std::to_string(c.spec.id)}};
+            e.sample("shaperctl_class_info",
+                     {{"device", dev}, {"class", std::to_string(c.spec.id)}, {"parent", std::to_string(c.spec.parent)}}, 1);
+            e.sample("shaperctl_class_rate_limit_bytes_per_second", l, decimal(c.spec.rate_bps * 125, 3));
+            e.sample("shaperctl_class_burst_bytes", l, c.spec.burst_bytes);
+            e.sample("shaperctl_class_horizon_seconds", l, decimal(c.spec.horizon_ns, 9));
+            e.sample("shaperctl_class_packets_total", l, c.counters.packets);
+            e.sample("shaperctl_class_segments_total", l, c.counters.segments);
+            e.sample("shaperctl_class_bytes_total", l, c.counters.bytes);
+            e.sample("shaperctl_class_drops_total", {l[0], l[1], {"cause", "horizon"}}, c.counters.drops_horizon);
+            e.sample("shaperctl_class_drops_total", {l[0], l[1], {"cause", "aqm"}}, c.counters.drops_aqm);
+            e.sample("shaperctl_class_ecn_marks_total", l, c.counters.ecn_marks);
+            e.sample("shaperctl_class_sparse_packets_total", l, c.counters.sparse);
+            e.sample("shaperctl_class_backlog_seconds", l, decimal(uint64_t(std::max<int64_t>(c.backlog_ns, 0)), 9));
+        }
+        for (const RuleStatus& r : st.rules) {
+            const std::vector<std::pair<std::string, std::string>> l = {
+                {"device", dev}, {"pref", std::to_string(r.rule.pref)}, {"class", std::to_string(r.rule.class_id)}};
+            e.sample("shaperctl_rule_hits_total", l, r.counters.packets);
+            e.sample("shaperctl_rule_bytes_total", l, r.counters.bytes);
+        }
+    }
+    return e.text();
+}
+
+std::pair<std::string, int> parse_listen(const std::string& listen)
+{
+    const auto colon = listen.rfind(':');
+    if (colon == std::string::npos)
+        throw Error("bad --listen \"" + listen + "\" (use HOST:PORT, e.g. 127.0.0.1:9464)");
+    std::string host = listen.substr(0, colon);
+    const std::string port = listen.substr(colon + 1);
+    if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
+        host = host.substr(1, host.size() - 2);
+    else if (host.find(':') != std::string::npos)
+        throw Error("bad --listen \"" + listen + "\": write IPv6 addresses in brackets ([::1]:9464)");
+    if (host.empty())
+        host = "0.0.0.0";
+    if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos ||
+        std::stoi(port) < 1 || std::stoi(port) > 65535)
+        throw Error("bad --listen \"" + listen + "\": the port must be 1 to 65535");
+    return {host, std::stoi(port)};
+}
+
+void run_exporter(const std::string& listen, const std::string& netns)
+{
+    const auto [host, port] = parse_listen(listen);
+    {
+        // httplib says only "no"; find out why (the usual reason: the port is in use).
+        addrinfo hints{}, *found = nullptr;
+        hints.ai_socktype = SOCK_STREAM;
+        hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV;
+        if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0 || !found)
+            throw Error("bad --listen \"" + listen + "\": \"" + host + "\" is not an IP address");
+        Fd probe(socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+        const int yes = 1;
+        setsockopt(probe.get(), SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+        const int err = bind(probe.get(), found->ai_addr, found->ai_addrlen) ? errno : 0;
+        freeaddrinfo(found);
+        if (err == EADDRINUSE)
+            throw Error("cannot listen on " + listen + ": the port is in use (another exporter?)");
+        if (err)
+            throw Error(errno_message("cannot listen on " + listen, err));
+    }
+
+    httplib::Server server;
+    // Not httplib's default SO_REUSEPORT: a second exporter on the port must fail, not share it.
+    server.set_socket_options([](socket_t sock) {
+        const int yes = 1;
+        setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    });
+    if (!server.bind_to_port(host, port))
+        throw Error(errno_message("cannot listen on " + listen, errno));
+    if (!netns.empty())
+        enter_netns(netns);  // after the bind: scrapers reach us where we started
+
+    server.Get("/metrics", [](const httplib::Request&, httplib::Response& res) {
+        try {
+            res.set_content(scrape(), "text/plain; version=0.0.4; charset=utf-8");
+        } catch (const std::exception& e) {
+            res.status = 500;
+            res.set_content(std::string("shaperctl: ") + e.what() + "\n", "text/plain");
+        }
+    });
+    server.Get("/", [](const httplib::Request&, httplib::Response& res) {
+        res.set_content("shaperctl exporter: metrics at /metrics\n", "text/plain");
+    });
+
+    // Signals go to one thread, which stops the server; the others never see them.
+    sigset_t stop_signals;
+    sigemptyset(&stop_signals);
+    sigaddset(&stop_signals, SIGTERM);
+    sigaddset(&stop_signals, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+    std::atomic<bool> done{false};
+    std::thread stopper([&] {
+        int signal = 0;
+        sigwait(&stop_signals, &signal);
+        // A signal that arrives before the server runs: stop() is a no-op then, so repeat it.
+        while (!done) {
+            server.stop();
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+    });
+    std::fprintf(stderr, "shaperctl: exporter listening on %s (GET /metrics)\n", listen.c_str());
+    const bool ok = server.listen_after_bind();
+    done = true;
+    if (!ok)
+        kill(getpid(), SIGTERM);  // wake the stopper
+    stopper.join();
+    if (!ok)
+        throw Error("the exporter stopped: cannot accept connections on " + listen);
+}
+
+}  // namespace shaperctl

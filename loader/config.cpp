@@ -1,0 +1,182 @@
+#include "loader/config.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <set>
+
+namespace shaperctl {
+namespace {
+
+shaper_rule normalized(shaper_rule r)
+{
+    r.pad8 = 0;
+    r.pad32 = 0;
+    return r;
+}
+
+// Levels above each class in a parent map (0 for a top-level class); a cycle counts as deep.
+std::map<uint32_t, unsigned> depths(const std::map<uint32_t, uint32_t>& parents)
+{
+    std::map<uint32_t, unsigned> depth;
+    for (const auto& [id, parent] : parents) {
+        unsigned d = 0;
+        for (uint32_t up = parent; up && d <= parents.size(); d++) {
+            auto it = parents.find(up);
+            up = it == parents.end() ? 0 : it->second;
+        }
+        depth[id] = d;
+    }
+    return depth;
+}
+
+}  // namespace
+
+bool same_rule(const shaper_rule& a, const shaper_rule& b)
+{
+    const shaper_rule x = normalized(a), y = normalized(b);
+    return std::memcmp(&x, &y, sizeof x) == 0;
+}
+
+std::vector<ConfigStep> plan_config(const ShaperConfig& current, const ShaperConfig& desired)
+{
+    using Kind = ConfigStep::Kind;
+    std::vector<ConfigStep> steps;
+    std::map<uint32_t, ClassSpec> cur, want;
+    std::map<uint32_t, uint32_t> cur_parents, want_parents;
+    for (const ClassSpec& c : current.classes) {
+        cur[c.id] = c;
+        cur_parents[c.id] = c.parent;
+    }
+    for (const ClassSpec& c : desired.classes) {
+        want[c.id] = c;
+        want_parents[c.id] = c.parent;
+    }
+    auto exists_now = [&](uint32_t id) { return cur.count(id) > 0; };
+
+    // 1. The default class: at once when its class is there already; else, if the current one
+    //    is about to go, cleared until the new class exists.
+    bool default_done = current.default_class == desired.default_class;
+    if (!default_done) {
+        ConfigStep step;
+        step.kind = Kind::SetDefault;
+        step.old_default = current.default_class;
+        if (desired.default_class == 0 || exists_now(desired.default_class)) {
+            step.new_default = desired.default_class;
+            default_done = true;
+            steps.push_back(step);
+        } else if (current.default_class && !want.count(current.default_class)) {
+            step.new_default = 0;
+            step.shown = false;
+            steps.push_back(step);
+        }
+    }
+
+    // 2. Rules that go, and rules whose class exists now: one publish.
+    std::map<uint32_t, shaper_rule> cur_rules, want_rules;
+    for (const auto& r : current.rules)
+        cur_rules[r.pref] = r;
+    for (const auto& r : desired.rules)
+        want_rules[r.pref] = r;
+    std::vector<ConfigStep> later;  // rules whose class is added below
+    bool publish = false;
+    for (const auto& [pref, r] : cur_rules) {
+        if (want_rules.count(pref))
+            continue;
+        ConfigStep step;
+        step.kind = Kind::RemoveRule;
+        step.old_rule = r;
+        steps.push_back(step);
+        publish = true;
+    }
+    for (const auto& [pref, r] : want_rules) {
+        auto it = cur_rules.find(pref);
+        const bool changed = it != cur_rules.end() && !same_rule(it->second, r);
+        if (it != cur_rules.end() && !changed)
+            continue;
+        ConfigStep put;
+        put.kind = Kind::PutRule;
+        put.new_rule = r;
+        if (changed)
+            put.old_rule = it->second;
+        if (exists_now(r.class_id)) {
+            steps.push_back(put);
+            publish = true;
+            continue;
+        }
+        if (changed) {  // its old class may be the one deleted: out of the way until then
+            ConfigStep remove;
+            remove.kind = Kind::RemoveRule;
+            remove.shown = false;
+            remove.old_rule = it->second;
+            steps.push_back(remove);
+            publish = true;
+        }
+        later.push_back(put);
+    }
+    if (publish) {
+        ConfigStep step;
+        step.kind = Kind::PublishRules;
+        step.shown = false;
+        steps.push_back(step);
+    }
+
+    // 3. Classes added or changed, in the desired tree's order: each one's parent (and all its
+    //    ancestors) are then final, so no intermediate state has a cycle.
+    const auto want_depth = depths(want_parents);
+    std::vector<uint32_t> order;
+    for (const auto& [id, spec] : want)
+        order.push_back(id);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](uint32_t a, uint32_t b) { return want_depth.at(a) < want_depth.at(b); });
+    for (uint32_t id : order) {
+        ConfigStep step;
+        step.after = want[id];
+        auto it = cur.find(id);
+        if (it == cur.end()) {
+            step.kind = Kind::AddClass;
+        } else if (!(it->second == want[id])) {
+            step.kind = Kind::ChangeClass;
+            step.before = it->second;
+        } else {
+            continue;
+        }
+        steps.push_back(step);
+    }
+
+    // 4. Rules of the new classes.
+    if (!later.empty()) {
+        steps.insert(steps.end(), later.begin(), later.end());
+        ConfigStep step;
+        step.kind = Kind::PublishRules;
+        step.shown = false;
+        steps.push_back(step);
+    }
+
+    // 5. The default class, now that it exists.
+    if (!default_done) {
+        ConfigStep step;
+        step.kind = Kind::SetDefault;
+        step.old_default = current.default_class;
+        step.new_default = desired.default_class;
+        steps.push_back(step);
+    }
+
+    // 6. Classes that go, children first: no rule, default or kept child refers to them now.
+    const auto cur_depth = depths(cur_parents);
+    std::vector<uint32_t> gone;
+    for (const auto& [id, spec] : cur)
+        if (!want.count(id))
+            gone.push_back(id);
+    std::stable_sort(gone.begin(), gone.end(),
+                     [&](uint32_t a, uint32_t b) { return cur_depth.at(a) > cur_depth.at(b); });
+    for (uint32_t id : gone) {
+        ConfigStep step;
+        step.kind = Kind::DeleteClass;
+        step.before = cur[id];
+        steps.push_back(step);
+    }
+    return steps;
+}
+
+}  // namespace shaperctl

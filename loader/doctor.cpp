@@ -1,0 +1,290 @@
+#include "loader/doctor.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <linux/ethtool.h>
+#include <linux/magic.h>
+#include <linux/sockios.h>
+#include <net/if.h>
+#include <sched.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/utsname.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <exception>
+#include <fstream>
+#include <functional>
+#include <thread>
+
+#include "loader/device.h"
+#include "loader/error.h"
+#include "loader/program.h"
+#include "loader/qdisc.h"
+#include "loader/shaper.h"
+#include "loader/tc_filter.h"
+
+namespace shaperctl {
+namespace detail {
+
+void in_scratch_netns(const std::function<void()>& probe)
+{
+    std::exception_ptr error;
+    // Namespaces belong to threads: this one's goes away when it ends, with whatever the probe
+    // created in it.
+    std::thread thread([&] {
+        try {
+            if (unshare(CLONE_NEWNET))
+                throw Error(errno_message("cannot create a scratch network namespace", errno));
+            probe();
+        } catch (...) {
+            error = std::current_exception();
+        }
+    });
+    thread.join();
+    if (error)
+        std::rethrow_exception(error);
+}
+
+}  // namespace detail
+
+namespace {
+
+constexpr const char* kFqHint = "--mode police, or a kernel with sch_fq (CONFIG_NET_SCH_FQ)";
+
+std::string read_line(const std::string& path)
+{
+    std::ifstream in(path);
+    std::string line;
+    std::getline(in, line);
+    return line;
+}
+
+bool has_word(const std::string& words, const std::string& word)
+{
+    size_t pos = 0;
+    while ((pos = words.find(word, pos)) != std::string::npos) {
+        const bool start = pos == 0 || words[pos - 1] == ' ';
+        const bool end = pos + word.size() == words.size() || words[pos + word.size()] == ' ';
+        if (start && end)
+            return true;
+        pos += word.size();
+    }
+    return false;
+}
+
+// ETHTOOL_GGSO and the like: -1 when the device does not say.
+int ethtool_flag(const std::string& dev, uint32_t cmd)
+{
+    Fd sock(socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    if (!sock)
+        return -1;
+    ethtool_value value{};
+    value.cmd = cmd;
+    ifreq ifr{};
+    std::strncpy(ifr.ifr_name, dev.c_str(), IFNAMSIZ - 1);
+    ifr.ifr_data = reinterpret_cast<char*>(&value);
+    if (ioctl(sock.get(), SIOCETHTOOL, &ifr))
+        return -1;
+    return value.data ? 1 : 0;
+}
+
+uint32_t pinned_prog_id(const std::string& pin_dir)
+{
+    Fd prog(bpf_obj_get((pin_dir + "/shaper_egress").c_str()));
+    if (!prog)
+        return 0;
+    bpf_prog_info info{};
+    uint32_t len = sizeof info;
+    return bpf_obj_get_info_by_fd(prog.get(), &info, &len) ? 0 : info.id;
+}
+
+void check_device(const ManagedDevice& m, const std::string& shaperctl, std::vector<Finding>& out)
+{
+    const std::string who = "dev " + m.name;
+    const Device device{m.name, m.ifindex, m.netns};
+    if (!m.present) {
+        out.push_back({who, "warn", "ifindex " + std::to_string(m.ifindex) + " is gone; its state remains",
+                       "remove " + device.pin_dir() + " and " + device.run_dir()});
+        return;
+    }
+    const uint32_t running = egress_filter_prog_id(m.ifindex);
+    const uint32_t pinned = pinned_prog_id(device.pin_dir());
+    if (!running)
+        out.push_back({who + " filter", "fail",
+                       "no shaperctl filter on tc clsact egress: packets leave unshaped",
+                       shaperctl + " attach --dev " + m.name + " puts it back"});
+    else if (pinned && running != pinned)
+        out.push_back({who + " filter", "warn",
+                       "tc clsact egress runs program " + std::to_string(running) + ", the pinned one is " +
+                           std::to_string(pinned),
+                       shaperctl + " attach --dev " + m.name + " replaces it"});
+    else
+        out.push_back({who + " filter", "ok", "program " + std::to_string(running) + " on tc clsact egress", ""});
+
+    if (m.mode == SHAPER_MODE_EDT) {
+        const PacingSetup pacing = inspect_pacing(m.ifindex);
+        if (pacing.fq_everywhere)
+            out.push_back({who + " fq", "ok",
+                           "fq on " + std::to_string(pacing.fq_queues) + "/" + std::to_string(pacing.queues) +
+                               " TX queues (root " + pacing.root_kind + ")",
+                           ""});
+        else
+            out.push_back({who + " fq", "fail",
+                           "root qdisc " + (pacing.root_kind.empty() ? std::string("none") : pacing.root_kind) +
+                               ", fq on " + std::to_string(pacing.fq_queues) + "/" +
+                               std::to_string(pacing.queues) +
+                               " TX queues: departure times are not enforced (was the qdisc replaced?)",
+                           shaperctl + " detach --dev " + m.name + ", then attach (or apply) again"});
+    } else {
+        out.push_back({who + " fq", "ok", "police mode: no pacing qdisc needed", ""});
+    }
+
+    const int gso = ethtool_flag(m.name, ETHTOOL_GGSO), tso = ethtool_flag(m.name, ETHTOOL_GTSO);
+    auto state = [](int v) { return v < 0 ? std::string("unknown") : v ? "on" : "off"; };
+    const std::string offload = "gso " + state(gso) + ", tso " + state(tso);
+    if (gso == 0)
+        out.push_back({who + " offload", "warn",
+                       offload + ": every packet is classified, charged and stamped on its own",
+                       "ethtool -K " + m.name + " gso on" + (tso == 0 ? " tso on" : "")});
+    else
+        out.push_back({who + " offload", "ok", offload, ""});
+}
+
+}  // namespace
+
+std::vector<Finding> run_doctor(const std::string& netns)
+{
+    quiet_libbpf();
+    std::vector<Finding> out;
+    // Host-wide settings first: a namespace other than the first shows no net.core.default_qdisc.
+    const std::string qdisc = read_line("/proc/sys/net/core/default_qdisc");
+    if (!netns.empty())
+        enter_netns(netns);
+
+    utsname uts{};
+    uname(&uts);
+    out.push_back({"kernel", "ok", std::string(uts.sysname) + " " + uts.release + " " + uts.machine, ""});
+
+    bool root = true;
+    try {
+        require_privileges();
+        out.push_back({"privileges", "ok", "CAP_BPF and CAP_NET_ADMIN", ""});
+    } catch (const Error& e) {
+        root = false;
+        out.push_back({"privileges", "fail", e.what(), "run shaperctl as root"});
+    }
+
+    if (access("/sys/kernel/btf/vmlinux", R_OK) == 0)
+        out.push_back({"btf", "ok", "/sys/kernel/btf/vmlinux", ""});
+    else
+        out.push_back({"btf", "fail", "no /sys/kernel/btf/vmlinux: the program cannot be relocated (CO-RE)",
+                       "a kernel built with CONFIG_DEBUG_INFO_BTF=y (Debian's are)"});
+
+    struct statfs fs {};
+    if (statfs("/sys/fs/bpf", &fs) == 0 && fs.f_type == BPF_FS_MAGIC)
+        out.push_back({"bpffs", "ok", "mounted at /sys/fs/bpf", ""});
+    else
+        out.push_back({"bpffs", "warn", "/sys/fs/bpf is not a bpf filesystem (attach mounts one there)",
+                       "mount -t bpf bpf /sys/fs/bpf"});
+
+    const std::string needs_root = "not checked: needs root";
+    bool fq_ok = false;
+    if (!root) {
+        for (const char* check : {"bpf program", "set_tstamp", "clsact", "sch_fq"})
+            out.push_back({check, "warn", needs_root, "run shaperctl doctor as root"});
+    } else {
+        try {
+            Program program = Program::load({"", 0, 14});
+            out.push_back({"bpf program", "ok", "loads and verifies on this kernel", ""});
+        } catch (const Error& e) {
+            out.push_back({"bpf program", "fail", e.what(), "a kernel with BPF, BTF and tc clsact (5.15+)"});
+        }
+        const int tstamp = libbpf_probe_bpf_helper(BPF_PROG_TYPE_SCHED_CLS, BPF_FUNC_skb_set_tstamp, nullptr);
+        if (tstamp == 1)
+            out.push_back({"set_tstamp", "ok", "bpf_skb_set_tstamp: departure times flagged as monotonic delivery times", ""});
+        else
+            out.push_back({"set_tstamp", "warn",
+                           "no bpf_skb_set_tstamp (kernel before 5.18): skb->tstamp is written directly",
+                           "a 5.18+ kernel keeps the stamp of forwarded packets across namespaces"});
+        try {
+            detail::in_scratch_netns([] {
+                const int lo = static_cast<int>(if_nametoindex("lo"));
+                bpf_tc_hook hook{};
+                hook.sz = sizeof hook;
+                hook.ifindex = lo;
+                hook.attach_point = BPF_TC_EGRESS;
+                if (int err = bpf_tc_hook_create(&hook); err && err != -EEXIST)
+                    throw Error(errno_message("cannot create a clsact qdisc", err));
+            });
+            out.push_back({"clsact", "ok", "a clsact qdisc can be created", ""});
+        } catch (const Error& e) {
+            out.push_back({"clsact", "fail", e.what(), "a kernel with CONFIG_NET_SCH_INGRESS (clsact)"});
+        }
+        std::string fq_error;
+        try {
+            detail::in_scratch_netns([] { install_fq(static_cast<int>(if_nametoindex("lo")), FqOptions{}); });
+            fq_ok = true;
+        } catch (const Error& e) {
+            fq_error = e.what();
+            if (fq_error.find("the kernel has no sch_fq") != std::string::npos)
+                fq_error = "the kernel has no sch_fq";
+        }
+        bool edt_here = false;
+        for (const ManagedDevice& m : Shaper::list())
+            edt_here |= m.present && m.mode == SHAPER_MODE_EDT;
+        if (fq_ok)
+            out.push_back({"sch_fq", "ok", "sch_fq can be created: edt mode paces", ""});
+        else
+            out.push_back({"sch_fq", edt_here ? "fail" : "warn",
+                           "sch_fq is missing (" + fq_error + "): edt mode cannot pace", kFqHint});
+    }
+
+    if (qdisc == "fq" || (root && !fq_ok))
+        out.push_back({"default_qdisc", "ok", qdisc + (qdisc == "fq" ? "" : " (no sch_fq to make the default)"), ""});
+    else
+        out.push_back({"default_qdisc", "warn", qdisc + ": queues the kernel re-creates would not pace",
+                       "sysctl -w net.core.default_qdisc=fq"});
+
+    const std::string cc = read_line("/proc/sys/net/ipv4/tcp_congestion_control");
+    const std::string available = read_line("/proc/sys/net/ipv4/tcp_available_congestion_control");
+    if (cc == "bbr")
+        out.push_back({"congestion_control", "ok", "bbr", ""});
+    else
+        out.push_back({"congestion_control", "warn",
+                       (cc.empty() ? std::string("unknown") : cc) +
+                           ": loss-based; it fills the shaper's queue until drops or ECN marks",
+                       std::string(has_word(available, "bbr") ? "" : "modprobe tcp_bbr; ") +
+                           "sysctl -w net.ipv4.tcp_congestion_control=bbr (BBR paces itself and keeps queues short)"});
+
+    if (root) {
+        unsigned elsewhere = 0, here = 0;
+        const uint64_t here_ns = current_netns();
+        std::vector<ManagedDevice> devices;
+        for (const ManagedDevice& m : Shaper::list()) {
+            if (m.netns != here_ns) {
+                elsewhere++;
+                continue;
+            }
+            here++;
+            devices.push_back(m);
+        }
+        out.push_back({"managed devices", "ok",
+                       std::to_string(here) + " in this network namespace" +
+                           (elsewhere ? ", " + std::to_string(elsewhere) + " in others (doctor -n NS checks them)" : ""),
+                       ""});
+        for (const ManagedDevice& m : devices) {
+            try {
+                check_device(m, netns.empty() ? "shaperctl" : "shaperctl -n " + netns, out);
+            } catch (const Error& e) {
+                out.push_back({"dev " + m.name, "fail", e.what(), ""});
+            }
+        }
+    }
+    return out;
+}
+
+}  // namespace shaperctl

@@ -1,0 +1,130 @@
+// Test helper: the shaperctl binary as the operator runs it, in the foreground (stdout and stderr
+// apart) or in the background (exporter, status --watch) with its pid to signal.
+#pragma once
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "netns.h"
+
+namespace shaperctl::test {
+
+struct Outcome {
+    int status;
+    std::string out, err;
+};
+
+// The binary under test: the build's, or $SHAPERCTL_BIN (the stock-kernel VM copies it elsewhere).
+inline std::string shaperctl_bin()
+{
+    const char* env = std::getenv("SHAPERCTL_BIN");
+    return env && *env ? env : SHAPERCTL_BIN;
+}
+
+inline std::string read_file(const std::string& path)
+{
+    std::ifstream in(path);
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+}
+
+inline void write_file(const std::string& path, const std::string& text)
+{
+    std::ofstream(path) << text;
+}
+
+// `shaperctl ARGS` through /bin/sh, in the calling thread's network namespace.
+inline Outcome shaperctl_run(const std::string& args, const std::string& prefix = "")
+{
+    const std::string err_file = "/tmp/shaperctl-test-stderr-" + std::to_string(getpid());
+    CommandResult r = run("(" + prefix + shaperctl_bin() + " " + args + " 2>" + err_file + ")");
+    Outcome o{r.status, r.output, read_file(err_file)};
+    std::remove(err_file.c_str());
+    return o;
+}
+
+// A shaperctl running in the background; its output goes to files. The destructor ends it
+// (SIGKILL if it is still running) so no test leaves one behind.
+class Background {
+public:
+    explicit Background(const std::string& args)
+        : out_("/tmp/shaperctl-test-bg-" + std::to_string(getpid()) + "-" + std::to_string(++count()) + ".out"),
+          err_(out_ + ".err")
+    {
+        pid_ = fork();
+        if (pid_ == 0) {
+            const std::string command = "exec " + shaperctl_bin() + " " + args + " >" + out_ + " 2>" + err_;
+            execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+            _exit(127);
+        }
+    }
+    ~Background()
+    {
+        if (pid_ > 0 && !exited_) {
+            kill(pid_, SIGKILL);
+            waitpid(pid_, nullptr, 0);
+        }
+        std::remove(out_.c_str());
+        std::remove(err_.c_str());
+    }
+    Background(const Background&) = delete;
+    Background& operator=(const Background&) = delete;
+
+    pid_t pid() const { return pid_; }
+    std::string out() const { return read_file(out_); }
+    std::string err() const { return read_file(err_); }
+
+    // Whether it is still running (reaps it when it is not).
+    bool running()
+    {
+        if (exited_)
+            return false;
+        int status = 0;
+        if (waitpid(pid_, &status, WNOHANG) == pid_) {
+            exited_ = true;
+            status_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+            return false;
+        }
+        return true;
+    }
+
+    // Sends `sig` and waits up to `timeout` for the exit; its status, or -1 if it did not exit.
+    int stop(int sig, std::chrono::milliseconds timeout = std::chrono::milliseconds(5000))
+    {
+        if (running())
+            kill(pid_, sig);
+        return wait(timeout);
+    }
+
+    // Waits for the exit; its status, or -1 on timeout.
+    int wait(std::chrono::milliseconds timeout)
+    {
+        const auto end = std::chrono::steady_clock::now() + timeout;
+        while (running() && std::chrono::steady_clock::now() < end)
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        return exited_ ? status_ : -1;
+    }
+
+private:
+    static unsigned& count()
+    {
+        static unsigned n = 0;
+        return n;
+    }
+    std::string out_, err_;
+    pid_t pid_ = -1;
+    bool exited_ = false;
+    int status_ = -1;
+};
+
+}  // namespace shaperctl::test

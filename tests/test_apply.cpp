@@ -1,0 +1,489 @@
+// dump, apply -f and detach -f end to end: each a process of its own, in a throw-away network
+// namespace with a veth pair (police mode: this kernel has no sch_fq).
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "cli/config_file.h"
+#include "loader/cgroup.h"
+#include "loader/config.h"
+#include "loader/device.h"
+#include "loader/error.h"
+#include "netns.h"
+#include "shaperctl_process.h"
+
+using namespace shaperctl::test;
+using nlohmann::json;
+
+namespace {
+
+class Apply : public ::testing::Test {
+protected:
+    void SetUp() override
+    {
+        if (geteuid() != 0)
+            GTEST_SKIP() << "needs root";
+        ns_ = std::make_unique<NetNs>();
+        ns_->add_veth("sh0", "sh1");
+        file_ = "/tmp/shaperctl-test-config-" + std::to_string(getpid()) + ".json";
+    }
+    void TearDown() override
+    {
+        if (ns_) {
+            sh("detach --dev sh0");
+            sh("detach --dev sh1");
+        }
+        ns_.reset();
+        std::remove(file_.c_str());
+        if (!cgroup_.empty())
+            rmdir(cgroup_.c_str());
+    }
+
+    Outcome sh(const std::string& args) { return shaperctl_run("-n " + ns_->name() + " " + args); }
+
+    void ok(const std::string& args)
+    {
+        Outcome o = sh(args);
+        ASSERT_EQ(o.status, 0) << args << ": " << o.err;
+    }
+
+    // apply -f of `config`; its stdout (the diff) when it succeeds.
+    std::string apply(const json& config, const std::string& flags = "")
+    {
+        write_file(file_, config.dump(2));
+        Outcome o = sh("apply -f " + file_ + flags);
+        EXPECT_EQ(o.status, 0) << o.err;
+        EXPECT_EQ(o.err, "");
+        return o.out;
+    }
+
+    json dump()
+    {
+        Outcome o = sh("dump");
+        EXPECT_EQ(o.status, 0) << o.err;
+        return json::parse(o.out);
+    }
+
+    // A refused file: non-zero exit, one line on stderr with the file name and `needle`.
+    void refused(const std::string& text, const std::string& needle)
+    {
+        write_file(file_, text);
+        Outcome o = sh("apply -f " + file_);
+        EXPECT_NE(o.status, 0) << text;
+        EXPECT_NE(o.err.find(file_ + ": " + needle), std::string::npos) << text << "\nsaid: " << o.err;
+        EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+        EXPECT_EQ(o.out, "") << "a refused file printed a diff: " << o.out;
+    }
+
+    bool attached(const std::string& dev)
+    {
+        return access(shaperctl::Device::resolve(dev).pin_dir().c_str(), F_OK) == 0;
+    }
+
+    std::unique_ptr<NetNs> ns_;
+    std::string file_, cgroup_;
+};
+
+json device(const json& classes, const json& rules, const json& default_class)
+{
+    return {{"devices", {{{"device", "sh0"}, {"mode", "police"}, {"classes", classes}, {"rules", rules},
+                          {"default_class", default_class}}}}};
+}
+
+TEST_F(Apply, DumpThenApplyIsANoOpAndRebuildsTheSameState)
+{
+    const std::string root = shaperctl::cgroup2_root();
+    if (!root.empty()) {
+        cgroup_ = root + "/shaperctl-apply-test-" + std::to_string(getpid());
+        ASSERT_EQ(mkdir(cgroup_.c_str(), 0755), 0) << cgroup_;
+    }
+    ok("attach --dev sh0 --mode police --max-classes 1024");
+    ok("add-class --dev sh0 --id 1 --rate 20mbit --burst 64kb --overhead 24 --mpu 64 --horizon 10ms --aqm codel");
+    ok("add-class --dev sh0 --id 2 --rate 1.5mbit --parent 1 --aqm off");
+    ok("add-class --dev sh0 --id 3 --rate 7mbps --parent 2 --target 2ms --interval 50ms --ecn off --sparse off");
+    ok("add-rule --dev sh0 --pref 10 --class 2 --dst 10.1.0.0/16 --proto tcp --dport 80-90");
+    ok("add-rule --dev sh0 --pref 20 --class 3 --src 2001:db8::/32 --sport 53 --proto udp");
+    ok("add-rule --dev sh0 --pref 30 --class 1 --mark 0x10/0xff --priority 1:10 --dscp 46 --vlan 7");
+    ok("add-rule --dev sh0 --pref 40 --class 3 --proto 99");
+    if (!cgroup_.empty())
+        ok("add-rule --dev sh0 --pref 50 --class 3 --cgroup " + cgroup_);
+    ok("set-default --dev sh0 --class 3");
+
+    const json before = dump();
+    ASSERT_EQ(before["devices"].size(), 1u);
+    const json& d = before["devices"][0];
+    EXPECT_EQ(d["device"], "sh0");
+    EXPECT_EQ(d["mode"], "police");
+    EXPECT_EQ(d["max_classes"], 1024);
+    EXPECT_EQ(d["default_class"], 3);
+    EXPECT_EQ(d["classes"][0], json::parse(R"({"id": 1, "rate": "20mbit", "burst": "64kb", "parent": null,
+        "overhead": 24, "mpu": "64b", "horizon": "10ms", "aqm": "codel", "target": "5ms",
+        "interval": "100ms", "ecn": "on", "sparse": "on"})"));
+    EXPECT_EQ(d["classes"][2]["rate"], "56mbit");
+    EXPECT_EQ(d["classes"][2]["ecn"], "off");
+    EXPECT_EQ(d["classes"][2]["sparse"], "off");
+    EXPECT_EQ(d["classes"][2]["target"], "2ms");
+    EXPECT_EQ(d["rules"][0], json::parse(R"({"pref": 10, "class": 2, "dst": "10.1.0.0/16",
+        "proto": "tcp", "dport": "80-90"})"));
+    EXPECT_EQ(d["rules"][2], json::parse(R"({"pref": 30, "class": 1, "mark": "0x10/0xff",
+        "priority": "1:10", "dscp": 46, "vlan": 7})"));
+    EXPECT_EQ(d["rules"][3]["proto"], 99);
+    if (!cgroup_.empty()) {
+        EXPECT_EQ(d["rules"][4]["cgroup"], cgroup_.substr(root.size()));
+    }
+
+    EXPECT_EQ(apply(before), "no changes\n");
+    EXPECT_EQ(apply(before, " --dry-run"), "no changes\n");
+    EXPECT_EQ(dump(), before);
+
+    // From nothing: attach and everything else, in one process.
+    ok("detach --dev sh0");
+    const std::string diff = apply(before);
+    EXPECT_TRUE(diff.starts_with("dev sh0:\n+ attach mode police, max_classes 1024\n+ class 1 ")) << diff;
+    EXPECT_NE(diff.find("~ default class none -> 3\n"), std::string::npos) << diff;
+    EXPECT_EQ(dump(), before);
+    EXPECT_EQ(apply(before), "no changes\n");
+}
+
+TEST_F(Apply, DryRunChangesNothing)
+{
+    const json config = device(json::parse(R"([{"id": 1, "rate": "10mbit"}, {"id": 2, "rate": "1mbit", "parent": 1}])"),
+                               json::parse(R"([{"pref": 5, "class": 2, "dport": 443}])"), 2);
+    write_file(file_, config.dump());
+    Outcome o = sh("apply --dry-run -f " + file_);
+    ASSERT_EQ(o.status, 0) << o.err;
+    EXPECT_EQ(o.out, "dev sh0:\n+ attach mode police\n+ class 1 rate 10mbit\n+ class 2 rate 1mbit parent 1\n"
+                     "+ rule 5 class 2 dport 443\n~ default class none -> 2\ndry run: nothing changed\n");
+    EXPECT_FALSE(attached("sh0")) << "a dry run attached the device";
+
+    apply(config);
+    const json before = dump();
+    json changed = config;
+    changed["devices"][0]["classes"][0]["rate"] = "99mbit";
+    changed["devices"][0]["rules"] = json::array();
+    changed["devices"][0]["default_class"] = nullptr;
+    EXPECT_EQ(apply(changed, " --dry-run"),
+              "dev sh0:\n~ default class 2 -> none\n- rule 5\n~ class 1 rate 10mbit -> 99mbit\n"
+              "dry run: nothing changed\n");
+    EXPECT_EQ(dump(), before);
+}
+
+TEST_F(Apply, AChangedFileGivesExactlyItsDiff)
+{
+    apply(device(json::parse(R"([{"id": 1, "rate": "20mbit"}, {"id": 2, "rate": "10mbit", "parent": 1},
+                                 {"id": 4, "rate": "1mbit"}])"),
+                 json::parse(R"([{"pref": 10, "class": 2, "dst": "10.1.0.0/16"},
+                                 {"pref": 20, "class": 4, "proto": "udp", "dport": 53}])"),
+                 4));
+    // Class 1 faster, 3 new under it, 4 gone with its rule, a new rule for 3, the default moved.
+    const json next = device(json::parse(R"([{"id": 1, "rate": "30mbit"}, {"id": 2, "rate": "10mbit", "parent": 1},
+                                             {"id": 3, "rate": "5mbit", "parent": 1}])"),
+                             json::parse(R"([{"pref": 10, "class": 2, "dst": "10.1.0.0/16"},
+                                             {"pref": 30, "class": 3, "vlan": 7}])"),
+                             3);
+    EXPECT_EQ(apply(next), "dev sh0:\n"
+                           "- rule 20\n"
+                           "~ class 1 rate 20mbit -> 30mbit\n"
+                           "+ class 3 rate 5mbit parent 1\n"
+                           "+ rule 30 class 3 vlan 7\n"
+                           "~ default class 4 -> 3\n"
+                           "- class 4\n");
+    EXPECT_EQ(apply(next), "no changes\n");
+    const json d = dump()["devices"][0];
+    EXPECT_EQ(d["default_class"], 3);
+    ASSERT_EQ(d["classes"].size(), 3u);
+    EXPECT_EQ(d["classes"][0]["rate"], "30mbit");
+    EXPECT_EQ(d["classes"][2]["id"], 3);
+    ASSERT_EQ(d["rules"].size(), 2u);
+    EXPECT_EQ(d["rules"][1]["vlan"], 7);
+
+    // A rule moved to another class, fields of a class changed: one line each.
+    json more = next;
+    more["devices"][0]["rules"][0]["class"] = 3;
+    more["devices"][0]["classes"][1] =
+        json::parse(R"({"id": 2, "rate": "10mbit", "parent": 1, "burst": "64kb", "ecn": "off", "sparse": "off"})");
+    EXPECT_EQ(apply(more), "dev sh0:\n"
+                           "~ rule 10 class 2 dst 10.1.0.0/16 -> class 3 dst 10.1.0.0/16\n"
+                           "~ class 2 burst 0b -> 64kb, ecn on -> off, sparse on -> off\n");
+}
+
+// Parents swap, and a class moves away from a parent that goes: every step stays a valid tree.
+TEST_F(Apply, HierarchyChangesAreOrderedSafely)
+{
+    apply(device(json::parse(R"([{"id": 1, "rate": "20mbit"}, {"id": 2, "rate": "10mbit", "parent": 1},
+                                 {"id": 3, "rate": "5mbit", "parent": 2}, {"id": 9, "rate": "1mbit"},
+                                 {"id": 8, "rate": "1mbit", "parent": 9}])"),
+                 json::array(), 8));
+    const json swapped = device(json::parse(R"([{"id": 2, "rate": "10mbit"}, {"id": 1, "rate": "20mbit", "parent": 2},
+                                                {"id": 3, "rate": "5mbit", "parent": 1},
+                                                {"id": 8, "rate": "1mbit", "parent": 3}])"),
+                                json::array(), 8);
+    EXPECT_EQ(apply(swapped), "dev sh0:\n"
+                              "~ class 2 parent 1 -> none\n"
+                              "~ class 1 parent none -> 2\n"
+                              "~ class 3 parent 2 -> 1\n"
+                              "~ class 8 parent 9 -> 3\n"
+                              "- class 9\n");
+    const json d = dump()["devices"][0];
+    EXPECT_EQ(d["classes"][0]["parent"], 2);
+    EXPECT_EQ(d["classes"][1]["parent"], nullptr);
+    EXPECT_EQ(apply(swapped), "no changes\n");
+}
+
+TEST_F(Apply, BadFilesAreRefusedInOneLineAndChangeNothing)
+{
+    ok("attach --dev sh0 --mode police");
+    apply(device(json::parse(R"([{"id": 1, "rate": "20mbit"}, {"id": 2, "rate": "10mbit", "parent": 1}])"),
+                 json::parse(R"([{"pref": 10, "class": 2, "dport": 80}])"), 2));
+    const json before = dump();
+    const auto dev = [](const std::string& rest) {
+        return R"({"devices": [{"device": "sh0", "mode": "police", )" + rest + "}]}";
+    };
+    const std::vector<std::pair<std::string, std::string>> cases = {
+        {dev(R"("classes": [{"id": 1, "rate": "20mbit"}, {"id": 2, "rate": "20mbit"}, {"id": 3, "rate": "10mbt"}, {"id": 4, "rate": "1mbit"}])"),
+         R"(devices[0].classes[2].rate: bad rate "10mbt": unknown unit "mbt" (use bit, kbit)"},
+        {dev(R"("classes": [{"id": 1, "rate": "10"}])"), "devices[0].classes[0].rate: bad rate \"10\": missing unit"},
+        {dev(R"("classes": [{"id": 1, "rate": 10000000}])"), "devices[0].classes[0].rate: expected a string such as \"20mbit\""},
+        {dev(R"("classes": [{"id": 1, "rate": "1mbit", "rat": "2mbit"}])"), "devices[0].classes[0].rat: unknown key"},
+        {dev(R"("clases": [])"), "devices[0].clases: unknown key"},
+        {dev(R"("rules": [{"pref": 1, "class": 1, "dport": 80, "sprot": 1}], "classes": [{"id": 1, "rate": "1mbit"}])"),
+         "devices[0].rules[0].sprot: unknown key"},
+        {R"({"devices": [], "extra": 1})", "extra: unknown key"},
+        {dev(R"("classes": [{"id": 1, "rate": "1mbit", "rate": "2mbit"}])"), "devices[0].classes[0].rate: key given twice"},
+        {dev(R"("classes": [{"id": 1, "rate": "1mbit", "parent": 9}])"), "devices[0].classes[0].parent: no class 9"},
+        {dev(R"("classes": [{"id": 1, "rate": "1mbit", "parent": 2}, {"id": 2, "rate": "1mbit", "parent": 1}])"),
+         "devices[0].classes[0].parent: parents form a cycle (1 -> 2 -> 1)"},
+        {dev(R"("classes": [{"id": 1, "rate": "1mbit"}, {"id": 1, "rate": "2mbit"}])"), "devices[0].classes[1].id: class 1 is given twice"},
+        {dev(R"("classes": [{"id": 1, "rate": "1mbit", "burst": "2gb"}])"), "devices[0].classes[0].burst: bad size \"2gb\""},
+        {dev(R"("classes": [{"id": 1, "rate": "1mbit", "horizon": "61s"}])"), "devices[0].classes[0]: class 1: horizon"},
+        {dev(R"("classes": [{"id": 1, "rate": "1mbit", "aqm": "red"}])"), "devices[0].classes[0].aqm: bad value \"red\" (use codel or off)"},
+        {dev(R"("classes": [{"id": 20000, "rate": "1mbit"}])"), "devices[0].classes[0].id: class id 20000 is out of range"},
+        {dev(R"("classes": [{"id": 1, "rate": "1mbit"}], "default_class": 5)"), "devices[0].default_class: no class 5"},
+        {dev(R"("classes": [{"id": 1, "rate": "1mbit"}], "rules": [{"pref": 1, "class": 7, "vlan": 3}])"), "devices[0].rules[0].class: no class 7"},
+        {dev(R"("classes": [{"id": 1, "rate": "1mbit"}], "rules": [{"pref": 1, "class": 1}])"), "devices[0].rules[0]: a rule needs at least one match"},
+        {dev(R"("classes": [{"id": 1, "rate": "1mbit"}], "rules": [{"pref": 1, "class": 1, "vlan": 3}, {"pref": 1, "class": 1, "vlan": 4}])"),
+         "devices[0].rules[1].pref: pref 1 is given twice"},
+        {dev(R"("classes": [{"id": 1, "rate": "1mbit"}], "rules": [{"pref": 1, "class": 1, "dst": "10.0.0.1/8"}])"),
+         "devices[0].rules[0].dst: bad destination CIDR \"10.0.0.1/8\": host bits set (did you mean 10.0.0.0/8?)"},
+        {dev(R"("classes": [{"id": 1, "rate": "1mbit"}], "rules": [{"pref": 1, "class": 1, "src": "10.0.0.0/8", "dst": "::1"}])"),
+         "devices[0].rules[0].dst: src and dst must both be IPv4 or both IPv6"},
+        {dev(R"("classes": [{"id": 1, "rate": "1mbit"}], "rules": [{"pref": 1, "class": 1, "proto": "icmp", "dport": 1}])"),
+         "devices[0].rules[0]: ports only exist for tcp, udp and sctp"},
+        {dev(R"("classes": [{"id": 1, "rate": "1mbit"}], "rules": [{"pref": 1, "class": 1, "cgroup": "/no-such-cgroup-x"}])"),
+         "devices[0].rules[0].cgroup: cgroup \"/no-such-cgroup-x\" does not exist"},
+        {dev(R"("fq": {"horizon": "1s"})"), "devices[0].fq: fq options apply to edt mode only"},
+        {dev(R"("max_classes": 64)"), "devices[0].max_classes: dev sh0 was attached with max_classes 16384"},
+        {R"({"devices": [{"device": "sh0"}]})", "devices[0].mode: dev sh0 is attached in police mode"},
+        {R"({"devices": [{"device": "sh1", "mode": "police"}, {"device": "nosuch0", "mode": "police"}]})",
+         "devices[1].device: unknown device \"nosuch0\""},
+        {R"({"devices": [{"device": "sh1", "mode": "police"}, {"device": "sh1", "mode": "police"}]})",
+         "devices[1].device: device \"sh1\" is given twice"},
+        {R"({"devices": [{"device": "sh0", "mode": "police",)", "not valid JSON: parse error at line 1"},
+        {R"([])", "(top level): expected an object"},
+        {R"({"version": 2, "devices": []})", "version: unsupported format version 2"},
+    };
+    for (const auto& [text, needle] : cases) {
+        refused(text, needle);
+        EXPECT_EQ(dump(), before) << text << " changed the configuration";
+        EXPECT_FALSE(attached("sh1")) << text << " attached sh1";
+    }
+    Outcome missing = sh("apply -f /nonexistent/config.json");
+    EXPECT_NE(missing.status, 0);
+    EXPECT_NE(missing.err.find("cannot read /nonexistent/config.json"), std::string::npos) << missing.err;
+}
+
+// An attach that fails (edt without sch_fq) takes back the devices attached before it.
+TEST_F(Apply, AFailedAttachDetachesTheOthersAgain)
+{
+    if (access("/sys/module/sch_fq", F_OK) == 0)
+        GTEST_SKIP() << "this kernel has sch_fq";
+    const std::string qdisc_before = ns_->tc("qdisc show dev sh1");
+    write_file(file_, R"({"devices": [{"device": "sh0", "mode": "police", "classes": [{"id": 1, "rate": "1mbit"}]},
+                                       {"device": "sh1", "mode": "edt"}]})");
+    Outcome o = sh("apply -f " + file_);
+    EXPECT_NE(o.status, 0);
+    EXPECT_NE(o.err.find("sch_fq"), std::string::npos) << o.err;
+    EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+    EXPECT_FALSE(attached("sh0"));
+    EXPECT_FALSE(attached("sh1"));
+    EXPECT_EQ(ns_->tc("qdisc show dev sh1"), qdisc_before);
+}
+
+// Runs where the kernel has sch_fq (the stock-kernel VM): fq options applied in place.
+TEST_F(Apply, EdtFqOptionsAreAppliedInPlace)
+{
+    if (access("/sys/module/sch_fq", F_OK) != 0)
+        GTEST_SKIP() << "this kernel has no sch_fq";
+    json config = json::parse(R"({"devices": [{"device": "sh0", "mode": "edt",
+        "fq": {"horizon": "5s", "flow_limit": 50}, "classes": [{"id": 1, "rate": "10mbit"}]}]})");
+    EXPECT_EQ(apply(config), "dev sh0:\n+ attach mode edt, fq horizon 5s flow_limit 50\n+ class 1 rate 10mbit\n");
+    const shaperctl::FqOptions defaults;
+    const json d = dump()["devices"][0];
+    EXPECT_EQ(d["fq"], (json{{"horizon", "5s"}, {"flow_limit", 50}, {"limit", defaults.limit}}));
+    EXPECT_EQ(d["classes"][0]["horizon"], "2s");
+    std::string qdisc = ns_->tc("qdisc show dev sh0");
+    EXPECT_NE(qdisc.find("flow_limit 50p"), std::string::npos) << qdisc;
+    EXPECT_NE(qdisc.find("horizon 5s"), std::string::npos) << qdisc;
+
+    config["devices"][0]["fq"] = json::parse(R"({"horizon": "2s"})");
+    EXPECT_EQ(apply(config), "dev sh0:\n~ fq horizon 5s -> 2s, flow_limit 50 -> " +
+                                 std::to_string(defaults.flow_limit) + "\n");
+    qdisc = ns_->tc("qdisc show dev sh0");
+    EXPECT_NE(qdisc.find("horizon 2s"), std::string::npos) << qdisc;
+    EXPECT_NE(qdisc.find("flow_limit " + std::to_string(defaults.flow_limit) + "p"), std::string::npos) << qdisc;
+    EXPECT_EQ(apply(config), "no changes\n");
+    EXPECT_EQ(dump()["devices"][0]["fq"],
+              (json{{"horizon", "2s"}, {"flow_limit", defaults.flow_limit}, {"limit", defaults.limit}}));
+}
+
+TEST_F(Apply, TwoDevicesAreAppliedAndDetachedFromTheFile)
+{
+    write_file(file_, R"({"devices": [
+        {"device": "sh0", "mode": "police", "classes": [{"id": 1, "rate": "1mbit"}], "default_class": 1},
+        {"device": "sh1", "mode": "police", "max_classes": 64, "classes": [{"id": 63, "rate": "2mbit"}]}]})");
+    Outcome o = sh("apply -f " + file_);
+    ASSERT_EQ(o.status, 0) << o.err;
+    EXPECT_EQ(o.out, "dev sh0:\n+ attach mode police\n+ class 1 rate 1mbit\n~ default class none -> 1\n"
+                     "dev sh1:\n+ attach mode police, max_classes 64\n+ class 63 rate 2mbit\n");
+    EXPECT_TRUE(attached("sh0"));
+    EXPECT_TRUE(attached("sh1"));
+    EXPECT_EQ(dump()["devices"].size(), 2u);
+    EXPECT_EQ(sh("apply -f " + file_).out, "no changes\n");
+
+    o = sh("detach -f " + file_);
+    ASSERT_EQ(o.status, 0) << o.err;
+    EXPECT_EQ(o.out, "detached from sh0\ndetached from sh1\n");
+    EXPECT_FALSE(attached("sh0"));
+    EXPECT_FALSE(attached("sh1"));
+    o = sh("detach -f " + file_);  // again: nothing to do is no failure (systemd's ExecStop)
+    EXPECT_EQ(o.status, 0) << o.err;
+    EXPECT_EQ(o.out, "dev sh0: not attached\ndev sh1: not attached\n");
+    Outcome neither = sh("detach");
+    EXPECT_NE(neither.status, 0);
+    EXPECT_NE(neither.err.find("--dev DEV or -f FILE"), std::string::npos) << neither.err;
+}
+
+// Thousands of classes and rules in one process, in seconds: no per-class re-reads of the table.
+TEST_F(Apply, ManyClassesTakeOneProcess)
+{
+    json classes = json::array(), rules = json::array();
+    for (int p = 1; p <= 20; p++) {
+        classes.push_back({{"id", p}, {"rate", "1gbit"}});
+        for (int c = 0; c < 99; c++)
+            classes.push_back({{"id", p * 100 + c}, {"rate", std::to_string(c + 1) + "mbit"}, {"parent", p}});
+    }
+    for (int r = 0; r < 1000; r++)
+        rules.push_back({{"pref", r + 1}, {"class", 100 + (r % 99)}, {"dport", 1000 + r}, {"proto", "tcp"}});
+    const json config = device(classes, rules, 1);
+    const auto start = std::chrono::steady_clock::now();
+    const std::string diff = apply(config);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_EQ(std::count(diff.begin(), diff.end(), '\n'), 1 + 1 + 2000 + 1000 + 1);
+    EXPECT_LT(seconds, 20.0) << "apply of 2000 classes and 1000 rules";
+    std::printf("apply of 2000 classes and 1000 rules: %.2f s\n", seconds);
+    EXPECT_EQ(dump()["devices"][0]["classes"].size(), 2000u);
+    EXPECT_EQ(apply(config), "no changes\n");
+
+    json faster = config;
+    for (auto& c : faster["devices"][0]["classes"])
+        if (c["id"].get<int>() >= 100)
+            c["rate"] = "200mbit";
+    const std::string changes = apply(faster);
+    EXPECT_EQ(std::count(changes.begin(), changes.end(), '\n'), 1 + 1980);
+}
+
+// The schema ships with the keys the parser takes, and what dump prints validates against it.
+TEST(ConfigSchema, MatchesTheParserAndValidatesDumps)
+{
+    if (access(SHAPERCTL_SOURCE_DIR "/packaging/shaperctl-config.schema.json", R_OK) != 0)
+        GTEST_SKIP() << "no source tree here (the stock-kernel VM has the binaries only)";
+    const json schema = json::parse(read_file(SHAPERCTL_SOURCE_DIR "/packaging/shaperctl-config.schema.json"));
+    auto keys = [&](const json& object) {
+        std::set<std::string> out;
+        for (const auto& [k, v] : object["properties"].items())
+            out.insert(k);
+        return out;
+    };
+    auto parser_keys = [](const char* kind) {
+        const auto& k = shaperctl::config_keys(kind);
+        return std::set<std::string>(k.begin(), k.end());
+    };
+    EXPECT_EQ(keys(schema), parser_keys("file"));
+    EXPECT_EQ(keys(schema["$defs"]["device"]), parser_keys("device"));
+    EXPECT_EQ(keys(schema["$defs"]["device"]["properties"]["fq"]), parser_keys("fq"));
+    EXPECT_EQ(keys(schema["$defs"]["class"]), parser_keys("class"));
+    EXPECT_EQ(keys(schema["$defs"]["rule"]), parser_keys("rule"));
+    EXPECT_EQ(keys(schema["$defs"]["rule"]["properties"]["cgroup"]["oneOf"][1]), parser_keys("cgroup"));
+
+    // The shipped example parses.
+    const auto example = shaperctl::parse_config(read_file(SHAPERCTL_SOURCE_DIR "/packaging/config.example.json"));
+    EXPECT_EQ(example.devices.size(), 1u);
+
+    if (run("python3 -c 'import jsonschema'").status != 0)
+        GTEST_SKIP() << "python3-jsonschema is not installed: the schema itself is not checked";
+    shaperctl::ShaperConfig c;
+    c.mode = SHAPER_MODE_EDT;
+    c.max_classes = 1024;
+    c.default_class = 2;
+    shaperctl::ClassSpec a, b;
+    a.id = 1;
+    a.rate_bps = 1'000'000'000;
+    a.horizon_ns = 2'000'000'000;
+    b = a;
+    b.id = 2;
+    b.parent = 1;
+    b.burst_bytes = 1500;
+    c.classes = {a, b};
+    shaper_rule r{};
+    r.pref = 3;
+    r.class_id = 2;
+    r.fields = SHAPER_RULE_F_CGROUP | SHAPER_RULE_F_DSCP;
+    r.cgroup_id = 123456789;  // no such cgroup: dumped as id and level
+    r.cgroup_level = 2;
+    r.dscp = 10;
+    c.rules = {r};
+    const std::string dumped = "/tmp/shaperctl-test-schema-" + std::to_string(getpid()) + ".json";
+    write_file(dumped, shaperctl::config_json({{"eth0", c}}).dump());
+    const std::string check =
+        "python3 -c 'import json, sys, jsonschema; s = json.load(open(sys.argv[1])); "
+        "jsonschema.Draft202012Validator.check_schema(s); "
+        "[jsonschema.validate(json.load(open(f)), s) for f in sys.argv[2:]]' " SHAPERCTL_SOURCE_DIR
+        "/packaging/shaperctl-config.schema.json " + dumped + " " SHAPERCTL_SOURCE_DIR "/packaging/config.example.json";
+    CommandResult result = run(check);
+    std::remove(dumped.c_str());
+    EXPECT_EQ(result.status, 0) << result.output;
+}
+
+// plan_config on its own: the order of steps for a default class whose class is new.
+TEST(ConfigPlan, DefaultClassFollowsItsClass)
+{
+    using Kind = shaperctl::ConfigStep::Kind;
+    shaperctl::ShaperConfig current, desired;
+    shaperctl::ClassSpec old_class, new_class;
+    old_class.id = 4;
+    old_class.rate_bps = 1'000'000;
+    new_class = old_class;
+    new_class.id = 5;
+    current.classes = {old_class};
+    current.default_class = 4;
+    desired.classes = {new_class};
+    desired.default_class = 5;
+    const auto steps = shaperctl::plan_config(current, desired);
+    ASSERT_EQ(steps.size(), 4u);
+    EXPECT_EQ(steps[0].kind, Kind::SetDefault);  // out of class 4's way, not shown
+    EXPECT_FALSE(steps[0].shown);
+    EXPECT_EQ(steps[0].new_default, 0u);
+    EXPECT_EQ(steps[1].kind, Kind::AddClass);
+    EXPECT_EQ(steps[2].kind, Kind::SetDefault);
+    EXPECT_EQ(steps[2].new_default, 5u);
+    EXPECT_EQ(steps[3].kind, Kind::DeleteClass);
+    EXPECT_TRUE(shaperctl::plan_config(desired, desired).empty());
+}
+
+}  // namespace
