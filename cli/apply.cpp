@@ -135,11 +135,11 @@ nlohmann::ordered_json dump_config(const std::string& dev)
 {
     std::vector<std::pair<std::string, ShaperConfig>> devices;
     if (!dev.empty()) {
-        devices.push_back({dev, Shaper::open(dev).config()});
+        devices.push_back({dev, Shaper::open_unlocked(dev).config()});
     } else {
         for (const ManagedDevice& m : Shaper::list())
             if (m.present)
-                devices.push_back({m.name, Shaper::open(m.name).config()});
+                devices.push_back({m.name, Shaper::open_unlocked(m.name).config()});
     }
     return config_json(devices);
 }

@@ -318,7 +318,7 @@ int main(int argc, char** argv)
             watch_status(dev, interval, json);
         } else if (*status) {
             const auto interval = std::chrono::nanoseconds(sample == "0" ? 0 : parse_time(sample));
-            const DeviceStatus st = Shaper::open(dev).status(interval);
+            const DeviceStatus st = Shaper::open_unlocked(dev).status(interval);
             if (json)
                 print_json(status_json(st));
             else

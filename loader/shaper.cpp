@@ -226,16 +226,20 @@ AttachOutcome Shaper::attach(const std::string& dev, const AttachOptions& option
 void Shaper::detach(const std::string& dev)
 {
     require_privileges();
-    const Device device = Device::resolve(dev);
+    const Device device = Device::resolve_managed(dev);
     if (!path_exists(device.run_dir() + "/" + kRecordFile) && !path_exists(device.pin_dir()))
         throw Error(dev_prefix(device) + "not attached");
     std::optional<AttachRecord> record;
     {
         const Fd lock = lock_device(device);
         record = AttachRecord::load(device.run_dir() + "/" + kRecordFile);
-        detach_egress_filter(device.ifindex, record && record->created_clsact);
-        if (record && record->installed_fq)
-            restore_root(device.ifindex, record->prior_root);
+        // A device deleted since attach took its filter and qdiscs with it; its ifindex may
+        // name another device by now, which must not be touched. Only the pins are left.
+        if (device.current_name() == device.name) {
+            detach_egress_filter(device.ifindex, record && record->created_clsact);
+            if (record && record->installed_fq)
+                restore_root(device.ifindex, record->prior_root);
+        }
     }
     remove_device_dirs(device);
 }
@@ -266,19 +270,18 @@ std::vector<ManagedDevice> Shaper::list()
 
 Shaper Shaper::open(const std::string& dev)
 {
-    require_privileges();
-    const Device device = Device::resolve(dev);
-    auto record = AttachRecord::load(device.run_dir() + "/" + kRecordFile);
-    if (!record)
-        throw Error(dev_prefix(device) + "not attached (run shaperctl attach --dev " + dev + ")");
-    Fd lock = lock_device(device);
-    return Shaper(device, *record, ShaperMaps::open_pinned(device.pin_dir()), std::move(lock));
+    Shaper shaper = open_unlocked(dev);
+    if (shaper.device_.current_name() != shaper.device_.name)
+        throw Error(dev_prefix(shaper.device_) + "the device was deleted since attach (ifindex " +
+                    std::to_string(shaper.device_.ifindex) + "); only status and detach apply");
+    shaper.lock_ = lock_device(shaper.device_);
+    return shaper;
 }
 
 Shaper Shaper::open_unlocked(const std::string& dev)
 {
     require_privileges();
-    const Device device = Device::resolve(dev);
+    const Device device = Device::resolve_managed(dev);  // also one deleted since attach
     auto record = AttachRecord::load(device.run_dir() + "/" + kRecordFile);
     if (!record)
         throw Error(dev_prefix(device) + "not attached (run shaperctl attach --dev " + dev + ")");

@@ -68,7 +68,8 @@ public:
     static void detach(const std::string& dev);
     static std::vector<ManagedDevice> list();
 
-    // An attached device; Error "device X is not attached" otherwise.
+    // An attached device, locked for changes; Error when it is not attached, or was deleted
+    // since (a device gone is only for status and detach).
     static Shaper open(const std::string& dev);
     // The same without taking the device's lock, for readers that must never hold up a change
     // (exporter, status --watch): only read through it.

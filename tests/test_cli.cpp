@@ -397,6 +397,29 @@ TEST_F(Cli, ConcurrentProcessesLoseNoChange)
     EXPECT_EQ(st["rules"].size(), 40u);
 }
 
+// A device deleted while attached: status says it is gone, detach cleans its pins, and a new
+// device of the same name is a different device.
+TEST_F(Cli, DeviceDeletedWhileAttached)
+{
+    ok("attach --dev sh0 --mode police");
+    ok("add-class --dev sh0 --id 1 --rate 10mbit");
+    const std::string pins = pin_dir();
+    ns_->ip("link del sh0");
+    json st = status();
+    EXPECT_EQ(st["present"], false);
+    EXPECT_EQ(st["classes"].size(), 1u);
+    json list = json::parse(sh("list --json").out);
+    ASSERT_EQ(list.size(), 1u);
+    EXPECT_EQ(list[0]["present"], false);
+
+    ns_->add_veth("sh0", "sh1");  // a new device under the old name
+    refused("add-class --dev sh0 --id 2 --rate 1mbit", "deleted since attach");
+    ok("detach --dev sh0");
+    EXPECT_NE(access(pins.c_str(), F_OK), 0) << "pins left in " << pins;
+    refused("status --dev sh0", "not attached");  // the new sh0 was never attached
+    EXPECT_EQ(json::parse(sh("list --json").out).size(), 0u);
+}
+
 TEST_F(Cli, ListShowsManagedDevices)
 {
     ok("attach --dev sh0 --mode police");
