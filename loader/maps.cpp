@@ -129,6 +129,14 @@ void ShaperMaps::reset_class_state(uint32_t id) const
 
 std::vector<uint32_t> ShaperMaps::class_ids() const
 {
+    std::vector<uint32_t> ids;
+    for (const auto& [id, config] : class_configs())
+        ids.push_back(id);
+    return ids;
+}
+
+std::vector<std::pair<uint32_t, shaper_class_config>> ShaperMaps::class_configs() const
+{
     // One batched read of the whole config array instead of a syscall per id.
     std::vector<uint32_t> keys(max_classes_);
     std::vector<shaper_class_config> configs(max_classes_);
@@ -138,11 +146,11 @@ std::vector<uint32_t> ShaperMaps::class_ids() const
                                    &count, &opts);
     if (err && errno != ENOENT)
         throw Error(errno_message("cannot read the class map", errno));
-    std::vector<uint32_t> ids;
+    std::vector<std::pair<uint32_t, shaper_class_config>> present;
     for (uint32_t i = 0; i < count; i++)
         if (keys[i] != 0 && (configs[i].flags & SHAPER_CLASS_PRESENT))
-            ids.push_back(keys[i]);
-    return ids;
+            present.push_back({keys[i], configs[i]});
+    return present;
 }
 
 shaper_class_clock ShaperMaps::clock(uint32_t id) const

@@ -33,6 +33,7 @@ public:
     void erase_class(uint32_t id) const;  // config, clock and counters zeroed
     void reset_class_state(uint32_t id) const;  // clock idle, CoDel at rest, counters zero
     std::vector<uint32_t> class_ids() const;  // configured classes, ascending
+    std::vector<std::pair<uint32_t, shaper_class_config>> class_configs() const;  // one batch read
 
     shaper_class_clock clock(uint32_t id) const;
     void write_clock(uint32_t id, const shaper_class_clock& clock) const;

@@ -104,9 +104,8 @@ std::string dev_prefix(const Device& device)
 std::map<uint32_t, uint32_t> parents_of(const ShaperMaps& maps)
 {
     std::map<uint32_t, uint32_t> parents;
-    for (uint32_t id : maps.class_ids())
-        if (auto config = maps.class_config(id))
-            parents[id] = config->parent_id;
+    for (const auto& [id, config] : maps.class_configs())
+        parents[id] = config.parent_id;
     return parents;
 }
 
@@ -310,9 +309,8 @@ ShaperConfig Shaper::config() const
     config.fq = record_.fq;
     config.max_classes = maps_.max_classes();
     config.default_class = maps_.settings().default_class;
-    for (uint32_t id : maps_.class_ids())
-        if (auto stored = maps_.class_config(id))
-            config.classes.push_back(class_spec_from_config(id, *stored));
+    for (const auto& [id, stored] : maps_.class_configs())
+        config.classes.push_back(class_spec_from_config(id, stored));
     for (const RuleStatus& r : rules())
         config.rules.push_back(r.rule);
     return config;
@@ -525,22 +523,25 @@ DeviceStatus Shaper::status(std::chrono::nanoseconds sample) const
         st.pacing = inspect_pacing(device_.ifindex);
     }
 
-    const std::vector<uint32_t> ids = maps_.class_ids();
+    const auto configs = maps_.class_configs();
     std::vector<ClassCounters> first;
-    first.reserve(ids.size());
-    for (uint32_t id : ids)
-        first.push_back(maps_.counters(id));
+    if (sample.count() > 0) {  // the rate estimate's first reading; nothing to compare without one
+        first.reserve(configs.size());
+        for (const auto& [id, config] : configs)
+            first.push_back(maps_.counters(id));
+    }
     const uint64_t t0 = monotonic_ns();
     if (sample.count() > 0)
         std::this_thread::sleep_for(sample);
     st.unclassified = maps_.counters(0);
     const uint64_t now = monotonic_ns();
     st.sample_ns = sample.count() > 0 ? now - t0 : 0;
-    for (size_t i = 0; i < ids.size(); i++) {
+    for (size_t i = 0; i < configs.size(); i++) {
+        const uint32_t id = configs[i].first;
         ClassStatus cs;
-        cs.spec = class_spec_from_config(ids[i], *maps_.class_config(ids[i]));
-        cs.counters = maps_.counters(ids[i]);
-        const uint64_t tat = maps_.clock(ids[i]).tat_ns;
+        cs.spec = class_spec_from_config(id, configs[i].second);
+        cs.counters = maps_.counters(id);
+        const uint64_t tat = maps_.clock(id).tat_ns;
         cs.backlog_ns = tat > now ? int64_t(tat - now) : 0;
         if (st.sample_ns)
             cs.rate_estimate_bps = uint64_t((unsigned __int128)(cs.counters.bytes - first[i].bytes) *
