@@ -477,10 +477,14 @@ protected:
     }
 };
 
+// 80 kbit: 500 bytes are 50 ms, so the allowance cannot refill while a test runs, even in a slow
+// emulated VM.
+constexpr uint64_t kSlowRate = 80'000, kNsPerByte = 100'000;
+
 TEST_F(Sparse, AFlowWithNothingQueuedLeavesNowOneWithAQueuedPacketWaits)
 {
-    add_class({.id = 1, .rate_bps = 8'000'000, .horizon_ns = 10 * kSec}, true, true);
-    const uint64_t tat = backlog_class(1, 100'000'000);  // 100 ms of backlog
+    add_class({.id = 1, .rate_bps = kSlowRate, .horizon_ns = 60 * kSec}, true, true);
+    const uint64_t tat = backlog_class(1, kSec);
     const uint64_t before = now_ns();
     const uint64_t first = send_flow(1000, 500);
     EXPECT_GE(first, before);
@@ -497,27 +501,27 @@ TEST_F(Sparse, AFlowWithNothingQueuedLeavesNowOneWithAQueuedPacketWaits)
             queued = t;
     }
     EXPECT_EQ(early, 6);
-    EXPECT_EQ(queued, tat + 6 * 500'000);  // behind the backlog and its own early packets' cost
+    EXPECT_EQ(queued, tat + 6 * 500 * kNsPerByte);  // behind the backlog and its early packets
     // ...and from then on it has a packet queued: it waits even once the allowance refills.
     shaper_class_clock clock = maps_->clock(1);
     clock.sparse_tat_ns = 0;
     maps_->write_clock(1, clock);
-    EXPECT_EQ(send_flow(1000, 500), tat + 7 * 500'000);
-    EXPECT_EQ(maps_->clock(1).tat_ns, tat + 8 * 500'000);  // every packet charged
+    EXPECT_EQ(send_flow(1000, 500), tat + 7 * 500 * kNsPerByte);
+    EXPECT_EQ(maps_->clock(1).tat_ns, tat + 8 * 500 * kNsPerByte);  // every packet charged
     EXPECT_EQ(maps_->counters(1).sparse, 6u);
 }
 
 TEST_F(Sparse, EarlyDeparturesStayWithinTheAllowance)
 {
-    add_class({.id = 1, .rate_bps = 8'000'000, .horizon_ns = 10 * kSec}, true, true);
-    const uint64_t tat = backlog_class(1, 100'000'000);
+    add_class({.id = 1, .rate_bps = kSlowRate, .horizon_ns = 60 * kSec}, true, true);
+    const uint64_t tat = backlog_class(1, kSec);
     int early = 0;
     for (uint16_t flow = 1; flow <= 10; flow++)
         if (send_flow(flow, 1000) < tat)
             early++;
     EXPECT_EQ(early, 3);  // 3076 bytes of allowance: three 1000-byte packets, not ten
     EXPECT_EQ(maps_->counters(1).sparse, 3u);
-    EXPECT_EQ(maps_->clock(1).tat_ns, tat + 10 * 1'000'000);
+    EXPECT_EQ(maps_->clock(1).tat_ns, tat + 10 * 1000 * kNsPerByte);
 }
 
 TEST_F(Sparse, OffOrAnIdleClassChangesNothing)

@@ -332,8 +332,8 @@ TEST_F(QdiscTest, InstallFqPacesEveryQueueAndRestoreUndoesIt)
         for (size_t i = 0; i < fqs.size(); ++i) {
             EXPECT_EQ(again[i].handle, fqs[i].handle);
             EXPECT_EQ(u32_option(again[i], TCA_FQ_HORIZON), 10'000'000u);
-            EXPECT_EQ(u32_option(again[i], TCA_FQ_FLOW_PLIMIT), 100u);
-            EXPECT_EQ(u32_option(again[i], TCA_FQ_PLIMIT), 10000u);
+            EXPECT_EQ(u32_option(again[i], TCA_FQ_FLOW_PLIMIT), FqOptions{}.flow_limit);
+            EXPECT_EQ(u32_option(again[i], TCA_FQ_PLIMIT), FqOptions{}.limit);
         }
 
         const PacingSetup setup = inspect_pacing(dev);
