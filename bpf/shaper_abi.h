@@ -185,7 +185,7 @@ struct shaper_class_config {
 	__u64 aqm_target_ns;  /* CoDel: acceptable standing delay */
 	__u64 aqm_interval_ns;/* CoDel: how long above target before acting */
 	__u64 aqm_floor_ns;   /* SHAPER_AQM_FLOOR_BYTES at rate: slow classes need a larger target */
-	__u64 sparse_allowance_ns; /* how far sparse packets may run ahead: burst or two frames */
+	__u64 sparse_allowance_ns; /* how far sparse packets may run ahead: two frames at rate */
 };
 
 /* CoDel's state for one class, under its lock (CPUs enqueue into one class at once). */

@@ -2,14 +2,14 @@
 /*
  * Sparse flows ahead of the class backlog. With one clock per class every flow of the class
  * waits behind the whole backlog: a ping behind eight bulk TCP flows waits as long as they do.
- * A flow whose last packet came longer ago than the class's current backlog has nothing of its
- * own queued: it is sparse, and its packet may leave now instead of at the back of the backlog.
+ * A flow whose packets have all left (its last departure time is past) has nothing of its own
+ * queued: it is sparse, and its packet may leave now instead of at the back of the backlog. A
+ * bulk flow always has packets waiting, so it never is.
  *
  * The packet is still charged to the class clock like any other, so the bulk flows behind it
  * leave later by its cost. What sparse packets may take early is itself a token bucket at the
- * class rate whose depth is the sparse allowance (the class burst, or two frames when the burst
- * is smaller): over any interval T the class still releases at most
- * max(burst, two frames) + rate * T plus one packet.
+ * class rate, two frames deep: over any interval T the class releases at most
+ * burst + two frames + rate * T plus one packet.
  */
 #ifndef SHAPER_SPARSE_H
 #define SHAPER_SPARSE_H

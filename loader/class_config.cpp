@@ -72,7 +72,7 @@ shaper_class_config make_class_config(const ClassSpec& spec, uint32_t max_classe
                                      SHAPER_NS_FRAC_BITS);
     const uint64_t two_frames = (uint64_t)(((unsigned __int128)SHAPER_SPARSE_ALLOWANCE_BYTES *
                                             config.ns_per_byte_fp) >> SHAPER_NS_FRAC_BITS);
-    config.sparse_allowance_ns = std::max<uint64_t>(config.burst_ns, two_frames);
+    config.sparse_allowance_ns = two_frames;  // on top of the burst: the price of sparse flows
     return config;
 }
 
