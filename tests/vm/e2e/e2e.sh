@@ -253,13 +253,31 @@ case_tcp200m() {
 }
 
 case_flows8() {
-  begin "8 parallel TCP flows in one 20 Mbit class on va0, 3 s"
+  local _rtts _n _p99 _jain
+  begin "8 parallel TCP flows in one 20 Mbit class on va0 and a ping (sparse flow), 6 s"
   klass snd va0 --rate 20mbit || { result FAIL tcp-8flows-20mbit "change-class failed"; return; }
-  iperf_rx rcv 10.0.0.1 5201 /tmp/p8.json -t 3 -i 0.5 -P 8
+  iperf_rx rcv 10.0.0.1 5201 /tmp/p8.json -t 6 -P 8 &
+  local _bulk=$!
+  sleep 2
+  nsx snd "${PING:-ping}" -n -i 0.05 -c 60 10.0.0.2 >/tmp/p8-ping.txt 2>&1 || true
+  wait $_bulk
   iperf_failed tcp-8flows-20mbit /tmp/p8.json && return
   _per=$(jq -r '[.end.streams[].receiver.bits_per_second / 1e6 | . * 100 | round / 100] | sort | join(" ")' /tmp/p8.json)
-  check_rate tcp-8flows-20mbit "$(goodput_bps /tmp/p8.json 0.5)" "$(calc "20e6 * $TCP_FRAC")" 5 \
-    "per flow $_per Mbit/s (one class clock: no per-flow fairness promised)"
+  _jain=$(jq '[.end.streams[].receiver.bits_per_second] | (add * add) / (length * (map(. * .) | add))' /tmp/p8.json)
+  check_rate tcp-8flows-20mbit "$(jq '.end.sum_received.bits_per_second' /tmp/p8.json)" \
+    "$(calc "20e6 * $TCP_FRAC")" 5 "per flow $_per Mbit/s, Jain $_jain"
+  # Issue 6: the ping leaves ahead of the backlog (plain EDT: ~400 ms). Bounds generous for TCG.
+  _rtts=$(grep -o 'time=[0-9.]*' /tmp/p8-ping.txt | cut -d= -f2 | sort -n)
+  _n=$(echo "$_rtts" | grep -c . || true)
+  _p99=$(echo "$_rtts" | awk -v n="$_n" 'NR == int(n * 0.99 + 0.5) { print; exit }')
+  if [ "$_n" -ge 50 ] && cond "${_p99:-1e9} <= 20"; then
+    result PASS sparse-ping-under-8flows "ping p99 $_p99 ms over $_n replies (bound 20 ms; plain EDT ~400 ms)"
+  else
+    result FAIL sparse-ping-under-8flows "ping p99 ${_p99:-?} ms over $_n replies (bound 20 ms)"
+  fi
+  # No per-flow fair share among bulk flows yet (issue 6): reported, not asserted.
+  result INFO fairness-8flows "Jain $_jain over the 8 bulk flows in 6 s"
+
 }
 
 case_change() {
