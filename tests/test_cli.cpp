@@ -17,34 +17,16 @@
 #include "loader/cgroup.h"
 #include "loader/device.h"
 #include "netns.h"
+#include "shaperctl_process.h"
 
 using namespace shaperctl::test;
 using nlohmann::json;
 
 namespace {
 
-struct Outcome {
-    int status;
-    std::string out, err;
-};
-
-// The binary under test: the build's, or $SHAPERCTL_BIN (the stock-kernel VM copies it elsewhere).
-std::string shaperctl_bin()
-{
-    const char* env = std::getenv("SHAPERCTL_BIN");
-    return env && *env ? env : SHAPERCTL_BIN;
-}
-
 Outcome shaperctl_as(const std::string& prefix, const std::string& ns, const std::string& args)
 {
-    const std::string err_file = "/tmp/shaperctl-test-stderr-" + std::to_string(getpid());
-    // run() merges stderr into stdout after the command: keep ours apart inside a subshell.
-    CommandResult r = run("(" + prefix + shaperctl_bin() + " -n " + ns + " " + args + " 2>" + err_file + ")");
-    std::ifstream in(err_file);
-    std::stringstream err;
-    err << in.rdbuf();
-    std::remove(err_file.c_str());
-    return {r.status, r.output, err.str()};
+    return shaperctl_run("-n " + ns + " " + args, prefix);
 }
 
 class Cli : public ::testing::Test {
