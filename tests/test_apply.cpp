@@ -487,3 +487,36 @@ TEST(ConfigPlan, DefaultClassFollowsItsClass)
 }
 
 }  // namespace
+
+namespace {
+
+// kill -9 anywhere in apply: running apply again converges to the file, and the device's lock
+// (an flock) dies with the process, so nothing waits on it.
+TEST_F(Apply, KillNineAnywhereThenApplyAgainConverges)
+{
+    json classes = json::array(), rules = json::array();
+    for (int p = 1; p <= 5; p++) {
+        classes.push_back({{"id", p}, {"rate", "1gbit"}});
+        for (int c = 0; c < 99; c++)
+            classes.push_back({{"id", p * 100 + c}, {"rate", std::to_string(c + 1) + "mbit"}, {"parent", p}});
+    }
+    for (int r = 0; r < 300; r++)
+        rules.push_back({{"pref", r + 1}, {"class", 100 + (r % 99)}, {"dport", 1000 + r}, {"proto", "tcp"}});
+    const json config = device(classes, rules, 1);
+    write_file(file_, config.dump(2));
+    for (int delay_ms : {0, 5, 15, 30, 60, 120}) {
+        sh("detach --dev sh0");  // from scratch each time (not attached the first time)
+        {
+            Background killed("-n " + ns_->name() + " apply -f " + file_);
+            std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+            killed.stop(SIGKILL);
+        }
+        Outcome again = sh("apply -f " + file_);
+        ASSERT_EQ(again.status, 0) << "after kill -9 at " << delay_ms << " ms: " << again.err;
+        EXPECT_EQ(apply(config), "no changes\n") << "after kill -9 at " << delay_ms << " ms";
+        EXPECT_EQ(dump()["devices"][0]["classes"].size(), 500u);
+        EXPECT_EQ(dump()["devices"][0]["rules"].size(), 300u);
+    }
+}
+
+}  // namespace
