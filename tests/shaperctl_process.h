@@ -2,11 +2,13 @@
 // apart) or in the background (exporter, status --watch) with its pid to signal.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <memory>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -125,6 +127,42 @@ private:
     pid_t pid_ = -1;
     bool exited_ = false;
     int status_ = -1;
+};
+
+// A throw-away network namespace with a veth pair sh0 <-> sh1, and shaperctl run in it (`-n`).
+// Needs root. Whatever a test leaves attached is detached, whatever it asserted.
+class DeviceTest : public ::testing::Test {
+protected:
+    void SetUp() override
+    {
+        if (geteuid() != 0)
+            GTEST_SKIP() << "needs root";
+        ns_ = std::make_unique<NetNs>();
+        prepare_namespace();
+        ns_->add_veth("sh0", "sh1");
+    }
+    void TearDown() override
+    {
+        if (ns_) {
+            sh("detach --dev sh0");
+            sh("detach --dev sh1");
+        }
+        ns_.reset();
+    }
+    // Before the devices exist (e.g. loopback up, IPv6 off).
+    virtual void prepare_namespace() {}
+
+    Outcome sh(const std::string& args, const std::string& prefix = "")
+    {
+        return shaperctl_run("-n " + ns_->name() + " " + args, prefix);
+    }
+    void ok(const std::string& args)
+    {
+        Outcome o = sh(args);
+        ASSERT_EQ(o.status, 0) << args << ": " << o.err;
+    }
+
+    std::unique_ptr<NetNs> ns_;
 };
 
 }  // namespace shaperctl::test

@@ -23,34 +23,19 @@ using nlohmann::json;
 
 namespace {
 
-class Apply : public ::testing::Test {
+class Apply : public DeviceTest {
 protected:
     void SetUp() override
     {
-        if (geteuid() != 0)
-            GTEST_SKIP() << "needs root";
-        ns_ = std::make_unique<NetNs>();
-        ns_->add_veth("sh0", "sh1");
+        DeviceTest::SetUp();
         file_ = "/tmp/shaperctl-test-config-" + std::to_string(getpid()) + ".json";
     }
     void TearDown() override
     {
-        if (ns_) {
-            sh("detach --dev sh0");
-            sh("detach --dev sh1");
-        }
-        ns_.reset();
+        DeviceTest::TearDown();
         std::remove(file_.c_str());
         if (!cgroup_.empty())
             rmdir(cgroup_.c_str());
-    }
-
-    Outcome sh(const std::string& args) { return shaperctl_run("-n " + ns_->name() + " " + args); }
-
-    void ok(const std::string& args)
-    {
-        Outcome o = sh(args);
-        ASSERT_EQ(o.status, 0) << args << ": " << o.err;
     }
 
     // apply -f of `config`; its stdout (the diff) when it succeeds.
@@ -86,7 +71,6 @@ protected:
         return access(shaperctl::Device::resolve(dev).pin_dir().c_str(), F_OK) == 0;
     }
 
-    std::unique_ptr<NetNs> ns_;
     std::string file_, cgroup_;
 };
 

@@ -24,34 +24,8 @@ using nlohmann::json;
 
 namespace {
 
-Outcome shaperctl_as(const std::string& prefix, const std::string& ns, const std::string& args)
-{
-    return shaperctl_run("-n " + ns + " " + args, prefix);
-}
-
-class Cli : public ::testing::Test {
+class Cli : public DeviceTest {
 protected:
-    void SetUp() override
-    {
-        if (geteuid() != 0)
-            GTEST_SKIP() << "needs root";
-        ns_ = std::make_unique<NetNs>();
-        ns_->add_veth("sh0", "sh1");
-    }
-    void TearDown() override
-    {
-        if (ns_)
-            sh("detach --dev sh0");  // whatever the test left attached
-        ns_.reset();
-    }
-
-    Outcome sh(const std::string& args) { return shaperctl_as("", ns_->name(), args); }
-
-    void ok(const std::string& args)
-    {
-        Outcome o = sh(args);
-        ASSERT_EQ(o.status, 0) << args << ": " << o.err;
-    }
 
     json status()
     {
@@ -81,8 +55,6 @@ protected:
     }
 
     std::string pin_dir() { return shaperctl::Device::resolve("sh0").pin_dir(); }
-
-    std::unique_ptr<NetNs> ns_;
 };
 
 TEST_F(Cli, AttachIsIdempotentAndDetachLeavesNothing)
@@ -256,8 +228,7 @@ TEST_F(Cli, MissingPrivilegesAreNamed)
     const json before = config();
     for (const char* args : {"add-class --dev sh0 --id 3 --rate 1mbit", "status --dev sh0",
                              "detach --dev sh0", "attach --dev sh1 --mode police"}) {
-        Outcome o = shaperctl_as("setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all ",
-                                 ns_->name(), args);
+        Outcome o = sh(args, "setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all ");
         EXPECT_NE(o.status, 0) << args;
         EXPECT_NE(o.err.find("permission denied"), std::string::npos) << args << ": " << o.err;
         EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;

@@ -112,22 +112,8 @@ TEST(Doctor, ScratchNamespaceIsThreadLocal)
                  shaperctl::Error);
 }
 
-class DoctorDevice : public ::testing::Test {
+class DoctorDevice : public DeviceTest {
 protected:
-    void SetUp() override
-    {
-        if (geteuid() != 0)
-            GTEST_SKIP() << "needs root";
-        ns_ = std::make_unique<NetNs>();
-        ns_->add_veth("sh0", "sh1");
-    }
-    void TearDown() override
-    {
-        if (ns_)
-            sh("detach --dev sh0");
-        ns_.reset();
-    }
-    Outcome sh(const std::string& args) { return shaperctl_run("-n " + ns_->name() + " " + args); }
     json doctor(int* status = nullptr)
     {
         Outcome o = sh("doctor --json");
@@ -135,7 +121,6 @@ protected:
             *status = o.status;
         return json::parse(o.out);
     }
-    std::unique_ptr<NetNs> ns_;
 };
 
 // Someone removes our filter (or replaces the qdisc): doctor fails and says how to fix it.

@@ -39,31 +39,20 @@ int free_port()
     return ntohs(addr.sin_port);
 }
 
-class Exporter : public ::testing::Test {
+class Exporter : public DeviceTest {
 protected:
     void SetUp() override
     {
-        if (geteuid() != 0)
-            GTEST_SKIP() << "needs root";
-        ns_ = std::make_unique<NetNs>();
-        ns_->ip("link set lo up");  // the test scrapes over the namespace's loopback
-        ns_->disable_ipv6();        // no router solicitations in the counters
-        ns_->add_veth("sh0", "sh1");
+        DeviceTest::SetUp();
+        if (IsSkipped())
+            return;
         ASSERT_EQ(sh("attach --dev sh0 --mode police").status, 0);
     }
-    void TearDown() override
+    void prepare_namespace() override
     {
-        if (ns_)
-            sh("detach --dev sh0");
-        ns_.reset();
+        ns_->ip("link set lo up");  // the test scrapes over the namespace's loopback
+        ns_->disable_ipv6();        // no router solicitations in the counters
     }
-    Outcome sh(const std::string& args) { return shaperctl_run("-n " + ns_->name() + " " + args); }
-    void ok(const std::string& args)
-    {
-        Outcome o = sh(args);
-        ASSERT_EQ(o.status, 0) << args << ": " << o.err;
-    }
-
     // `count` packets of `wire_len` bytes through the attached program (BPF_PROG_TEST_RUN).
     void send(unsigned count, uint32_t wire_len)
     {
@@ -79,8 +68,6 @@ protected:
         ASSERT_EQ(bpf_prog_test_run_opts(prog, &opts), 0);
         close(prog);
     }
-
-    std::unique_ptr<NetNs> ns_;
 };
 
 // Sample lines by metric and labels: {"name{labels}" -> value}; checks HELP/TYPE come first.
