@@ -46,6 +46,25 @@ void update(int fd, uint32_t key, const void* value, const char* what)
                                   errno));
 }
 
+// A whole array map in one batched read instead of a syscall per entry; the entries `keep` wants.
+template <typename Value, typename Keep>
+std::vector<std::pair<uint32_t, Value>> read_array(int fd, uint32_t entries, const char* what,
+                                                   Keep keep)
+{
+    std::vector<uint32_t> keys(entries);
+    std::vector<Value> values(entries);
+    uint32_t count = entries, out_batch = 0;
+    LIBBPF_OPTS(bpf_map_batch_opts, opts);
+    if (bpf_map_lookup_batch(fd, nullptr, &out_batch, keys.data(), values.data(), &count, &opts) &&
+        errno != ENOENT)
+        throw Error(errno_message(std::string("cannot read ") + what, errno));
+    std::vector<std::pair<uint32_t, Value>> kept;
+    for (uint32_t i = 0; i < count; i++)
+        if (keep(keys[i], values[i]))
+            kept.push_back({keys[i], values[i]});
+    return kept;
+}
+
 }  // namespace
 
 ShaperMaps ShaperMaps::open_pinned(const std::string& pin_dir)
@@ -137,20 +156,10 @@ std::vector<uint32_t> ShaperMaps::class_ids() const
 
 std::vector<std::pair<uint32_t, shaper_class_config>> ShaperMaps::class_configs() const
 {
-    // One batched read of the whole config array instead of a syscall per id.
-    std::vector<uint32_t> keys(max_classes_);
-    std::vector<shaper_class_config> configs(max_classes_);
-    uint32_t count = max_classes_, out_batch = 0;
-    LIBBPF_OPTS(bpf_map_batch_opts, opts);
-    int err = bpf_map_lookup_batch(config_.get(), nullptr, &out_batch, keys.data(), configs.data(),
-                                   &count, &opts);
-    if (err && errno != ENOENT)
-        throw Error(errno_message("cannot read the class map", errno));
-    std::vector<std::pair<uint32_t, shaper_class_config>> present;
-    for (uint32_t i = 0; i < count; i++)
-        if (keys[i] != 0 && (configs[i].flags & SHAPER_CLASS_PRESENT))
-            present.push_back({keys[i], configs[i]});
-    return present;
+    return read_array<shaper_class_config>(config_.get(), max_classes_, "the class map",
+                                           [](uint32_t id, const shaper_class_config& c) {
+                                               return id != 0 && (c.flags & SHAPER_CLASS_PRESENT);
+                                           });
 }
 
 shaper_class_clock ShaperMaps::clock(uint32_t id) const
@@ -184,19 +193,8 @@ ClassCounters ShaperMaps::counters(uint32_t id) const
 
 std::vector<std::pair<uint32_t, shaper_rule>> ShaperMaps::rules() const
 {
-    std::vector<uint32_t> keys(SHAPER_MAX_RULES);
-    std::vector<shaper_rule> values(SHAPER_MAX_RULES);
-    uint32_t count = SHAPER_MAX_RULES, out_batch = 0;
-    LIBBPF_OPTS(bpf_map_batch_opts, opts);
-    int err = bpf_map_lookup_batch(rules_.get(), nullptr, &out_batch, keys.data(), values.data(),
-                                   &count, &opts);
-    if (err && errno != ENOENT)
-        throw Error(errno_message("cannot read the rules", errno));
-    std::vector<std::pair<uint32_t, shaper_rule>> rules;
-    for (uint32_t i = 0; i < count; i++)
-        if (values[i].pref)
-            rules.push_back({keys[i], values[i]});
-    return rules;
+    return read_array<shaper_rule>(rules_.get(), SHAPER_MAX_RULES, "the rules",
+                                   [](uint32_t, const shaper_rule& r) { return r.pref != 0; });
 }
 
 void ShaperMaps::write_rule(uint32_t slot, const shaper_rule& rule) const
