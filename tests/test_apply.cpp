@@ -353,18 +353,25 @@ TEST_F(Apply, TwoDevicesAreAppliedAndDetachedFromTheFile)
     EXPECT_NE(neither.err.find("--dev DEV or -f FILE"), std::string::npos) << neither.err;
 }
 
-// Thousands of classes and rules in one process, in seconds: no per-class re-reads of the table.
-TEST_F(Apply, ManyClassesTakeOneProcess)
+// `parents` top classes of 1 Gbit with 99 children each (ids P00..P98), and `rule_count` rules
+// spread over the first parent's children.
+json many_classes(int parents, int rule_count)
 {
     json classes = json::array(), rules = json::array();
-    for (int p = 1; p <= 20; p++) {
+    for (int p = 1; p <= parents; p++) {
         classes.push_back({{"id", p}, {"rate", "1gbit"}});
         for (int c = 0; c < 99; c++)
             classes.push_back({{"id", p * 100 + c}, {"rate", std::to_string(c + 1) + "mbit"}, {"parent", p}});
     }
-    for (int r = 0; r < 1000; r++)
+    for (int r = 0; r < rule_count; r++)
         rules.push_back({{"pref", r + 1}, {"class", 100 + (r % 99)}, {"dport", 1000 + r}, {"proto", "tcp"}});
-    const json config = device(classes, rules, 1);
+    return device(classes, rules, 1);
+}
+
+// Thousands of classes and rules in one process, in seconds: no per-class re-reads of the table.
+TEST_F(Apply, ManyClassesTakeOneProcess)
+{
+    const json config = many_classes(20, 1000);
     const auto start = std::chrono::steady_clock::now();
     const std::string diff = apply(config);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -478,15 +485,7 @@ namespace {
 // (an flock) dies with the process, so nothing waits on it.
 TEST_F(Apply, KillNineAnywhereThenApplyAgainConverges)
 {
-    json classes = json::array(), rules = json::array();
-    for (int p = 1; p <= 5; p++) {
-        classes.push_back({{"id", p}, {"rate", "1gbit"}});
-        for (int c = 0; c < 99; c++)
-            classes.push_back({{"id", p * 100 + c}, {"rate", std::to_string(c + 1) + "mbit"}, {"parent", p}});
-    }
-    for (int r = 0; r < 300; r++)
-        rules.push_back({{"pref", r + 1}, {"class", 100 + (r % 99)}, {"dport", 1000 + r}, {"proto", "tcp"}});
-    const json config = device(classes, rules, 1);
+    const json config = many_classes(5, 300);
     write_file(file_, config.dump(2));
     for (int delay_ms : {0, 5, 15, 30, 60, 120}) {
         sh("detach --dev sh0");  // from scratch each time (not attached the first time)
