@@ -67,11 +67,12 @@ struct Options {
     std::string bpf_dir = BENCH_BPF_DIR;
     std::string shaper_obj = SHAPER_BPF_OBJ;
     std::string json_out;
+    std::string only;  // a row key prefix: measure the references and those rows alone
 };
 
 // Ethernet + IPv4 + UDP, 128 bytes on the wire, to 10.201.0.1: well formed, so that a
 // classifier parsing headers (issue 4) sees a real packet.
-std::vector<uint8_t> udp_frame(uint32_t dst_ip_host_order = 0x0ac90001)
+std::vector<uint8_t> udp_frame(uint32_t dst_ip_host_order = 0x0ac90001, uint16_t sport = 40000)
 {
     std::vector<uint8_t> frame(128, 0);
     auto* eth = reinterpret_cast<ethhdr*>(frame.data());
@@ -87,7 +88,7 @@ std::vector<uint8_t> udp_frame(uint32_t dst_ip_host_order = 0x0ac90001)
     ip->saddr = htonl(0x0ac80001);  // 10.200.0.1
     ip->daddr = htonl(dst_ip_host_order);
     auto* udp = reinterpret_cast<udphdr*>(frame.data() + sizeof(ethhdr) + sizeof(iphdr));
-    udp->source = htons(40000);
+    udp->source = htons(sport);
     udp->dest = htons(9);
     udp->len = htons(uint16_t(frame.size() - sizeof(ethhdr) - sizeof(iphdr)));
     return frame;
@@ -333,10 +334,12 @@ Options parse(int argc, char** argv)
             o.shaper_obj = next();
         else if (a == "--json")
             o.json_out = next();
+        else if (a == "--only")
+            o.only = next();
         else
             throw std::runtime_error("unknown option " + a +
                                      " (--repeat N --runs N --cold-calls N --classes N "
-                                     "--max-classes N --rules N --cpu N --bpf-dir D --shaper-obj F --json F)");
+                                     "--max-classes N --rules N --cpu N --bpf-dir D --shaper-obj F --json F --only KEY)");
     }
     if (o.rules < 2 || o.rules > SHAPER_MAX_RULES)
         throw std::runtime_error("--rules must be 2 to " + std::to_string(SHAPER_MAX_RULES));
@@ -366,6 +369,8 @@ try {
     const std::string repeat_method = "BPF_PROG_TEST_RUN repeat=" + std::to_string(o.repeat) +
                                       ", median of " + std::to_string(o.runs) + " runs";
 
+    auto wanted = [&](const std::string& key) { return key.rfind(o.only, 0) == 0; };
+
     // (a), (b): the references.
     RefObject empty(o.bpf_dir + "/empty.bpf.o");
     RefObject stamp(o.bpf_dir + "/stamp.bpf.o");
@@ -387,7 +392,7 @@ try {
         "(b') floor alt", uses_helper ? field_ns : helper_ns, repeat_method, "the other mechanism, for reference");
 
     // (c) one class, edt mode (stamps) and police mode (no stamp).
-    {
+    if (wanted("one_class")) {
         ShaperUnderTest s(0);
         s.add_class(1);
         s.settings(1, SHAPER_MODE_EDT);
@@ -395,7 +400,7 @@ try {
             repeat_method, "class backlogged: clock ahead of now, verdict TC_ACT_OK, counters checked");
         s.expect_packets(1, expected);
     }
-    {
+    if (wanted("one_class_police")) {
         ShaperUnderTest s(0);
         s.add_class(1);
         s.settings(1, SHAPER_MODE_POLICE);
@@ -406,7 +411,7 @@ try {
 
     // (d) 100k classes configured; the default class is one of them.
     std::vector<double> cold, hot1, empty1;
-    {
+    if (wanted("many_classes")) {
         ShaperUnderTest s(o.max_classes);
         for (uint32_t id = 1; id <= o.many_classes; id++)
             s.add_class(id);
@@ -451,11 +456,13 @@ try {
         for (const Row& r : rows)
             if (r.key == key && r.ns)
                 return *r.ns;
+        if (!o.only.empty())
+            return 0.0;  // --only: that row was not measured
         throw std::runtime_error(std::string("no row ") + key);
     };
     const double c_ns = row_ns("one_class");
     const double cold_penalty = median(cold) - median(hot1);
-    {
+    if (wanted("many_classes")) {
         Row r{"many_classes_cold",
               "(d') shaperctl, " + std::to_string(o.many_classes) + " classes, cold entry each packet",
               "(d') " + std::to_string(o.many_classes / 1000) + "k cold (est.)",
@@ -473,7 +480,7 @@ try {
     }
 
     // (e) a 4-level hierarchy: leaf 4 under 3 under 2 under 1; packets charged at every level.
-    {
+    if (wanted("hierarchy4")) {
         ShaperUnderTest s(0);
         s.add_class(1);
         s.add_class(2, 1);
@@ -488,7 +495,7 @@ try {
 
     // (f) 10,000 rules of one shape (destination /32, the veth part's addresses over 40 /24s),
     // 1,000 classes; the packet matches rule 5001 (10.201.20.1). One hash lookup.
-    {
+    if (wanted("rules")) {
         ShaperUnderTest s(0);
         for (uint32_t id = 1; id <= 1000; id++)
             s.add_class(id);
@@ -505,7 +512,7 @@ try {
     }
     // (f') 10,000 rules in 16 shapes (destination /17 to /32), none matching the packet: the
     // search visits every shape, then the default class. The worst case of the tuple search.
-    {
+    if (wanted("rules_worst")) {
         ShaperUnderTest s(0);
         s.add_class(1);
         std::vector<shaper_rule> rules;
@@ -521,9 +528,95 @@ try {
         s.expect_packets(1, expected);
     }
 
+    // (h) The goal's configuration: 100k classes and 10k rules of mixed kinds in 6 shapes, the
+    // packet's rule in the shape searched last. A flow's packets after its first are answered
+    // by the classification cache; (h') estimates a flow's first packet (every shape searched).
+    if (wanted("mixed")) {
+        ShaperUnderTest s(o.max_classes);
+        for (uint32_t id = 1; id <= o.many_classes; id++)
+            s.add_class(id);
+        const uint32_t n = o.rules / 6;  // per kind; the remainder goes to the dst /32 kind
+        std::vector<shaper_rule> rules;
+        auto next_class = [&] { return uint32_t(rules.size() * 7 % o.many_classes + 1); };
+        auto add_rule = [&](shaper_rule r) {
+            r.pref = uint32_t(rules.size() + 1);
+            r.class_id = next_class();
+            rules.push_back(r);
+        };
+        for (uint32_t i = 0; i < n; i++) {  // source /24s
+            shaper_rule r = dst_rule(0, 0, 0, 0);
+            r.fields = SHAPER_RULE_F_SRC;
+            r.src_plen = 24;
+            r.dst_plen = 0;
+            const uint32_t be = htonl(0x0b000000u | (i << 8));
+            std::memcpy(r.src, &be, 4);
+            add_rule(r);
+        }
+        for (uint32_t i = 0; i < n; i++) {  // udp + one destination port
+            shaper_rule r{};
+            r.fields = SHAPER_RULE_F_PROTO | SHAPER_RULE_F_DPORT;
+            r.proto = 17;
+            r.dport_lo = r.dport_hi = uint16_t(10000 + i);
+            add_rule(r);
+        }
+        for (uint32_t i = 0; i < n; i++) {  // tcp + a destination port range
+            shaper_rule r{};
+            r.fields = SHAPER_RULE_F_PROTO | SHAPER_RULE_F_DPORT;
+            r.proto = 6;
+            r.dport_lo = uint16_t(30000 + 3 * i);
+            r.dport_hi = uint16_t(30000 + 3 * i + 2);
+            add_rule(r);
+        }
+        for (uint32_t i = 0; i < n; i++) {  // fwmark
+            shaper_rule r{};
+            r.fields = SHAPER_RULE_F_MARK;
+            r.mark = i + 1;
+            r.mark_mask = 0xffffffffu;
+            add_rule(r);
+        }
+        for (uint32_t i = 0; i < n; i++)  // destination /16s outside 10.201/16
+            add_rule(dst_rule(0, 0, 0x0c000000u | (i << 16), 16));
+        const uint32_t first_dst32 = uint32_t(rules.size());
+        for (uint32_t i = 0; rules.size() < o.rules; i++)  // destination /32s, searched last
+            add_rule(dst_rule(0, 0, veth_dst(i), 32));
+        install_rules(s.maps, rules);
+        s.settings(0, SHAPER_MODE_EDT);
+        const uint32_t match_index = first_dst32 + (o.rules - first_dst32) / 2;
+        const uint32_t match_dst = veth_dst(match_index - first_dst32);
+        const uint32_t match_class = rules[match_index].class_id;
+        add("mixed", "(h) shaperctl, " + std::to_string(o.many_classes / 1000) + "k classes + " +
+                         std::to_string(o.rules) + " rules in 6 shapes, match",
+            "(h) 100k+10k rules", measure(s.program.prog_fd(), o, udp_frame(match_dst)), repeat_method,
+            "rules: src /24, udp dport, tcp dport range, mark, dst /16, dst /32 (" +
+                std::to_string(rules.size()) + "); the packet matches a dst /32 rule, the last shape "
+                "searched; a flow's packets after its first (classification cache)");
+        s.expect_packets(match_class, expected);
+
+        // A flow's first packet: repeat=1 calls cycling 16384 flows (source ports) through the
+        // 4096-slot cache, against the same calls repeating one flow.
+        std::vector<std::vector<uint8_t>> flows;
+        for (uint32_t i = 0; i < 16384; i++)
+            flows.push_back(udp_frame(match_dst, uint16_t(1024 + i)));
+        std::vector<double> miss, hit;
+        for (uint32_t i = 0; i < o.cold_calls; i++)
+            miss.push_back(test_run(s.program.prog_fd(), flows[i % flows.size()], 1).duration_ns);
+        for (uint32_t i = 0; i < o.cold_calls; i++)
+            hit.push_back(test_run(s.program.prog_fd(), flows[0], 1).duration_ns);
+        const double penalty = median(miss) - median(hit);
+        Row r{"mixed_first_packet",
+              "(h') the same, a flow's first packet (cache miss)", "(h') first packet (est.)",
+              rows.back().ns.value_or(0) + penalty, {},
+              "estimate: (h) + miss penalty; penalty = median repeat=1 duration cycling 16384 flows (" +
+                  std::to_string(median(miss)) + " ns) minus the same repeating one flow (" +
+                  std::to_string(median(hit)) + " ns)"};
+        std::fprintf(stderr, "  %-44s %7.1f ns (miss penalty %+.1f ns)\n", r.label.c_str(), *r.ns,
+                     penalty);
+        rows.push_back(r);
+    }
+
     // (g) AQM on (CoDel on the class's virtual backlog; edt mode), where the product has it.
 #ifdef SHAPER_CLASS_AQM
-    {
+    if (wanted("aqm")) {
         // (g) below target: the (c) class with CoDel on and its target at the 1 s maximum, the
         // clock reset before every call so the backlog a call builds (~0.9 s) stays under it:
         // CoDel checks every packet and never acts (its lock-free path).
@@ -539,7 +632,7 @@ try {
             repeat_method, "CoDel target 1 s, clock reset before each call: CoDel checks, never acts");
         s.expect_packets(1, expected);
     }
-    {
+    if (wanted("aqm_acting")) {
         // (g') the (c) class with CoDel's defaults: its backlog soon stands far above target, so
         // CoDel is in its dropping state (per-packet lock; a few packets dropped).
         ShaperUnderTest s(0);

@@ -3,10 +3,10 @@
  * What a packet costs and how far it moves a class clock. Pure integer arithmetic shared by
  * the datapath and the control plane's tests, so both compute bit-identical charges.
  *
- * Rounding: a class's per-byte time is rounded up to 2^-32 ns and every packet's time is
- * carried exactly in 2^-32 ns (the fraction accumulates in the class clock's `frac`), so over
- * any number of packets the class is never faster than its rate and never slower by more
- * than 1 ns plus 2^-32 ns per byte.
+ * Rounding: a class's per-byte time is rounded up to 2^-32 ns, and each packet's time is
+ * rounded to whole ns, up or down, so that what a CPU has charged stays within one ns above
+ * the exact sum (shaper_round_time). So the class is never faster than its rate, and slower
+ * by less than 1 ns per CPU plus 2^-32 ns per byte, however many packets it sends.
  */
 #ifndef SHAPER_CHARGE_H
 #define SHAPER_CHARGE_H
@@ -46,6 +46,21 @@ static __always_inline __u64 shaper_cost_time(__u64 cost, __u64 ns_per_byte_fp, 
 
 	*frac = (__u32)low;
 	return cost * (ns_per_byte_fp >> SHAPER_NS_FRAC_BITS) + (low >> SHAPER_NS_FRAC_BITS);
+}
+
+/*
+ * `whole` ns + `frac` 2^-32 ns as whole ns. *carry is what this CPU has charged above the exact
+ * times so far, in 2^-32 ns, kept in [0, 2^32): round down while it covers the fraction, else
+ * round up and bank the excess.
+ */
+static __always_inline __u64 shaper_round_time(__u64 whole, __u32 frac, __u64 *carry)
+{
+	if (*carry >= frac) {
+		*carry -= frac;
+		return whole;
+	}
+	*carry += (1ull << SHAPER_NS_FRAC_BITS) - frac;
+	return whole + 1;
 }
 
 #endif /* SHAPER_CHARGE_H */

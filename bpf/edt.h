@@ -16,7 +16,7 @@
  *
  * Concurrency: the clock only moves through atomics. Once tat >= now it can only grow, so a
  * fetch-and-add is exact; the jump from an idle clock to now is a compare-and-swap. No charge
- * is lost or doubled. The horizon check reads the clock before charging: packets racing on
+ * is lost or doubled. Sub-ns remainders are rounded per CPU (charge.h), with no atomic. The horizon check reads the clock before charging: packets racing on
  * other CPUs can push one past the horizon by at most their own cost.
  */
 #ifndef SHAPER_EDT_H
@@ -27,10 +27,12 @@
 #include "stats.h"
 #include "aqm.h"
 #include "sparse.h"
+#include "fair.h"
 
 #define EDT_IDLE_CAS_TRIES 4
 
 struct edt_packet {
+	struct packet_view *view;
 	__u64 now;
 	__u32 wire_len;
 	__u32 segs;
@@ -55,19 +57,11 @@ static __always_inline __u64 edt_departure(__u64 tat, __u64 burst_ns, __u64 now)
 	return tat > now + burst_ns ? tat - burst_ns : now;
 }
 
-/* Advances the clock by `whole` ns + `frac` 2^-32 ns; returns the clock before the charge. */
-static __always_inline __u64 edt_charge_clock(struct shaper_class_clock *clk, __u64 now,
-					      __u64 whole, __u32 frac)
+/* Advances the clock by `whole` ns; returns the clock before the charge. */
+static __always_inline __u64 edt_charge_clock(struct shaper_class_clock *clk, __u64 now, __u64 whole)
 {
-	__u64 tat;
+	__u64 tat = *(volatile __u64 *)&clk->tat_ns;
 
-	if (frac) {
-		__u64 old = __sync_fetch_and_add(&clk->frac, (__u64)frac);
-
-		whole += ((old & 0xffffffffull) + frac) >> SHAPER_NS_FRAC_BITS;
-	}
-
-	tat = *(volatile __u64 *)&clk->tat_ns;
 	for (int i = 0; i < EDT_IDLE_CAS_TRIES && tat < now; i++) {
 		__u64 seen = __sync_val_compare_and_swap(&clk->tat_ns, tat, now + whole);
 
@@ -94,9 +88,9 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 	__u64 estimate = pkt->now;
 	const struct shaper_class_config *leaf = NULL;
 	struct shaper_class_clock *leaf_clock = NULL;
-	bool sparse = false, track_flow = false;
-	struct shaper_flow_key flow = {};
-	__u64 *flow_last_departure = NULL;
+	bool sparse = false;
+	struct shaper_flow *flow = NULL;
+	__u64 flow_owner = 0;
 
 	/* Pass 1: every level must accept the packet before any level is charged. */
 #pragma unroll
@@ -123,16 +117,27 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 	if (depth == 0 || !leaf || !leaf_clock)
 		return EDT_UNSHAPED;
 
-	/* A sparse flow's packet leaves now; only a backlogged class makes anyone wait. */
-	if (!beyond && pkt->aqm && (leaf->flags & SHAPER_CLASS_SPARSE) &&
+	/* A sparse flow's packet leaves now; only a backlogged class makes anyone wait. A bulk
+	 * flow's packet counts toward its fair share. */
+	if (!beyond && pkt->aqm && (leaf->flags & (SHAPER_CLASS_SPARSE | SHAPER_CLASS_FAIR)) &&
 	    estimate > pkt->now + SHAPER_SPARSE_MIN_BACKLOG_NS) {
 		__u32 frac;
 		__u64 cost_ns = shaper_cost_time(edt_level_cost(pkt, leaf), leaf->ns_per_byte_fp, &frac);
 
-		flow = flow_key(skb, class_id);
-		track_flow = true;
-		sparse = sparse_departure(&flow, leaf, leaf_clock, cost_ns + 1, pkt->now,
-					  &flow_last_departure);
+		flow = flow_slot(skb, pkt->view, class_id, &flow_owner);
+		if (leaf->flags & SHAPER_CLASS_SPARSE)
+			sparse = sparse_departure(flow, flow_owner, leaf, leaf_clock, cost_ns + 1, pkt->now);
+		if (!sparse && flow && (leaf->flags & SHAPER_CLASS_FAIR)) {
+			enum fair_verdict v = fair_decide(skb, flow, flow_owner, leaf, leaf_clock, cost_ns,
+							  estimate - pkt->now, pkt->now);
+
+			if (v == FAIR_DROP) {
+				stats_fair(class_id, false);
+				return EDT_DROP;
+			}
+			if (v == FAIR_MARKED)
+				stats_fair(class_id, true);
+		}
 	}
 
 	/* CoDel on the delay this packet would wait; a dropped packet is charged nowhere. A sparse
@@ -156,21 +161,23 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 	for (int i = 0; i < SHAPER_MAX_DEPTH; i++) {
 		struct shaper_class_config *cfg = bpf_map_lookup_elem(&shaper_class_config, &id);
 		struct shaper_class_clock *clk = bpf_map_lookup_elem(&shaper_class_clock, &id);
+		struct shaper_class_stats *st = stats_of(id);
 
-		if (i >= depth || !id || !clk || !edt_class_usable(cfg))
+		if (i >= depth || !id || !clk || !st || !edt_class_usable(cfg))
 			break;
 		if (beyond) {
-			stats_drop(id);
+			st->drops_horizon++;
 		} else {
 			__u64 cost = edt_level_cost(pkt, cfg);
 			__u32 frac;
 			__u64 whole = shaper_cost_time(cost, cfg->ns_per_byte_fp, &frac);
-			__u64 tat = edt_charge_clock(clk, pkt->now, whole, frac);
+			__u64 tat = edt_charge_clock(clk, pkt->now,
+						     shaper_round_time(whole, frac, &st->clock_carry));
 			__u64 dep = edt_departure(tat, cfg->burst_ns, pkt->now);
 
 			if (dep > latest)
 				latest = dep;
-			stats_count(id, pkt->segs, cost);
+			stats_add(st, pkt->segs, cost);
 		}
 		id = cfg->parent_id;
 	}
@@ -178,8 +185,8 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 		stats_sparse(class_id);
 		latest = pkt->now;
 	}
-	if (track_flow && !beyond)
-		sparse_record(&flow, flow_last_departure, latest);
+	if (flow && !beyond)
+		sparse_record(flow, flow_owner, latest);
 	*departure = latest;
 	return beyond ? EDT_DROP : EDT_SEND;
 }

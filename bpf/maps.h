@@ -49,11 +49,12 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } shaper_class_aqm SEC(".maps");
 
+/* An array, not a hash: its lookup is a few inlined instructions (see bpf/sparse.h). */
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, SHAPER_MAX_FLOWS);
-	__type(key, struct shaper_flow_key);
-	__type(value, __u64); /* when the flow's last packet leaves */
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, SHAPER_FLOW_SLOTS);
+	__type(key, __u32);
+	__type(value, struct shaper_flow);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } shaper_flows SEC(".maps");
 
@@ -97,5 +98,13 @@ struct {
 	__type(value, __u16);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } shaper_port_segs SEC(".maps");
+
+/* Not pinned: a cache, private to each loaded program. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, SHAPER_CLASSIFY_CACHE_SLOTS);
+	__type(key, __u32);
+	__type(value, struct shaper_classify_cache);
+} shaper_classify_cache SEC(".maps");
 
 #endif /* SHAPER_MAPS_H */

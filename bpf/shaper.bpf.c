@@ -46,7 +46,9 @@ int shaper_egress(struct __sk_buff *skb)
 	 * offsets, which the verifier refuses. */
 	__u32 wire_len = skb->wire_len, len = skb->len, segs = skb->gso_segs;
 	barrier_var(wire_len);
+	struct packet_view view = {};
 	struct edt_packet pkt = {
+		.view = &view,
 		.now = bpf_ktime_get_ns(),
 		.wire_len = wire_len ? wire_len : len,
 		.segs = segs ? segs : 1,
@@ -56,7 +58,12 @@ int shaper_egress(struct __sk_buff *skb)
 	if (!settings)
 		return TC_ACT_OK;
 
-	__u32 class_id = classify(skb, settings, pkt.wire_len);
+	__u32 rules_gen = settings->rules_gen, class_id = 0;
+
+	if (rules_gen & SHAPER_RULES_PRESENT)
+		class_id = classify_packet(skb, packet_fields(skb, &view), rules_gen, pkt.wire_len);
+	if (!class_id)
+		class_id = settings->default_class;
 
 	pkt.aqm = settings->mode == SHAPER_MODE_EDT;
 	switch (class_id ? edt_schedule(skb, class_id, &pkt, &departure) : EDT_UNSHAPED) {

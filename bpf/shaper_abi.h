@@ -9,12 +9,15 @@
  *   shaper_class_clock  ARRAY[max_classes]  struct shaper_class_clock  written by datapath only
  *   shaper_class_stats  PERCPU_ARRAY[max_classes] struct shaper_class_stats  datapath only
  *   shaper_class_aqm    ARRAY[max_classes]  struct shaper_class_aqm    CoDel state, datapath only
- *   shaper_flows        LRU_HASH            shaper_flow_key -> its last departure, datapath only
+ *   shaper_flows        ARRAY[SHAPER_FLOW_SLOTS] struct shaper_flow: flows' last departures,
+ *                       direct-mapped by (class, skb->hash), datapath only
  *   shaper_rules        ARRAY[SHAPER_MAX_RULES]   struct shaper_rule   the rules as given (control plane)
  *   shaper_rule_stats   PERCPU_ARRAY[SHAPER_MAX_RULES] struct shaper_rule_stats  hits per rule slot
  *   shaper_tuples       ARRAY[2 * SHAPER_MAX_TUPLES] struct shaper_tuple  rule shapes, per generation
  *   shaper_rule_index   HASH (no prealloc)     shaper_rule_key -> shaper_rule_match, per generation
  *   shaper_port_segs    ARRAY[2 * 2 * 65536]   __u16: port -> segment id, per generation and side
+ *   shaper_classify_cache PERCPU_ARRAY[SHAPER_CLASSIFY_CACHE_SLOTS] struct shaper_classify_cache
+ *                       recent classifications (not pinned: each program has its own)
  *
  * Rules are compiled by the control plane into the inactive generation of the last three maps,
  * then shaper_settings.rules_gen flips to it: the datapath never sees a half-written rule set.
@@ -29,7 +32,7 @@
 #include <linux/types.h>
 #endif
 
-#define SHAPER_ABI_VERSION 1
+#define SHAPER_ABI_VERSION 2
 
 /* Limits, enforced by the control plane before anything reaches a map. */
 #define SHAPER_DEFAULT_MAX_CLASSES 16384u   /* ids 1..max_classes-1 */
@@ -80,6 +83,11 @@
 /* shaper_settings.rules_gen */
 #define SHAPER_RULES_GEN_MASK 1u      /* the active generation */
 #define SHAPER_RULES_PRESENT (1u << 1) /* at least one rule: classify at all */
+#define SHAPER_RULES_CGROUP (1u << 2)  /* some rule matches a cgroup */
+#define SHAPER_RULES_SERIAL_SHIFT 8    /* above: counts publications, so each rule set differs */
+
+/* Per-CPU cache of classification results (bpf/classify.h), direct-mapped. */
+#define SHAPER_CLASSIFY_CACHE_SLOTS 4096u
 
 enum shaper_mode {
 	SHAPER_MODE_EDT = 0,    /* stamp the departure time; sch_fq holds the packet until then */
@@ -90,10 +98,14 @@ enum shaper_mode {
 #define SHAPER_CLASS_AQM (1u << 1) /* CoDel on the class's virtual backlog (edt mode) */
 #define SHAPER_CLASS_ECN (1u << 2) /* CE-mark ECN-capable packets instead of dropping them */
 #define SHAPER_CLASS_SPARSE (1u << 3) /* sparse flows leave ahead of the class backlog */
+#define SHAPER_CLASS_FAIR (1u << 4)   /* bulk flows above their share are marked or dropped */
 
-#define SHAPER_MAX_FLOWS 65536u                 /* flows remembered for sparseness, LRU */
+#define SHAPER_FLOW_SLOTS (1u << 17)            /* flows remembered for sparseness */
 #define SHAPER_SPARSE_MIN_BACKLOG_NS 1000000ull /* below 1 ms of backlog nobody needs to jump */
 #define SHAPER_SPARSE_ALLOWANCE_BYTES 3076u     /* early departures at most two frames ahead */
+
+#define SHAPER_FAIR_EPOCH_NS 100000000ull     /* fair shares are measured over epochs of 100 ms */
+#define SHAPER_FAIR_EPOCH_MAX_NS 1000000000ull /* ...or longer with many flows, up to 1 s */
 
 #define SHAPER_DEFAULT_AQM_TARGET_NS 5000000ull     /* 5 ms */
 #define SHAPER_DEFAULT_AQM_INTERVAL_NS 100000000ull /* 100 ms */
@@ -142,13 +154,25 @@ struct shaper_rule_key {
 	__u16 vlan;
 	__u16 sport_seg;
 	__u16 dport_seg;
-	__u16 pad16;
+	__u16 has_ports;     /* packet keys only (the cache): 1 when sport_seg, dport_seg hold ports */
 	__u32 mark;
 	__u32 priority;
 	__u32 pad32;
 	__u64 cgroup;
 	__u8 src[16];
 	__u8 dst[16];
+};
+
+/*
+ * A cached classification: a packet's whole key (ports as they are, not as segments; the
+ * cgroup when rules match on cgroups) and what the rule set of `rules_gen` made of it.
+ */
+struct shaper_classify_cache {
+	struct shaper_rule_key packet;
+	__u32 rules_gen; /* shaper_settings.rules_gen when computed; 0: empty slot */
+	__u32 class_id;  /* 0: no rule matched */
+	__u32 slot;      /* the matching rule's slot, for its hit counter */
+	__u32 pad;
 };
 
 struct shaper_rule_match {
@@ -205,14 +229,28 @@ struct shaper_class_aqm {
  */
 struct shaper_class_clock {
 	__u64 tat_ns; /* monotonic ns */
-	__u64 frac;   /* low 32 bits: sub-ns remainder in 2^-32 ns; carries into tat_ns */
 	__u64 sparse_tat_ns; /* the sparse allowance's own clock (GCRA at the class rate) */
-	__u64 pad[5];
+	/* Fair shares (bpf/fair.h): the current epoch, and the share the last one measured. */
+	__u64 fair_epoch_ns;     /* when the epoch began */
+	__u64 fair_epoch_tat_ns; /* the clock then: class time charged since is tat - this */
+	__u64 fair_flows;        /* bulk flows that sent in the epoch */
+	__u64 fair_share_ns;     /* class time per bulk flow in the last epoch; 0: unknown */
+	__u32 fair_epoch;        /* epoch serial */
+	__u32 pad32;
+	__u64 fair_epoch_len_ns; /* this epoch's length; 0: SHAPER_FAIR_EPOCH_NS */
 };
 
-struct shaper_flow_key {
-	__u32 class_id;
-	__u32 hash; /* skb->hash: the flow */
+/*
+ * One slot of the flow table. A slot belongs to whichever flow wrote it last: a flow whose
+ * slot another flow took is simply new again (see bpf/sparse.h).
+ */
+struct shaper_flow {
+	__u64 owner;             /* class id << 32 | flow hash */
+	__u64 last_departure_ns; /* when the flow's latest packet leaves */
+	__u32 fair_epoch;        /* the class epoch fair_charged_ns counts */
+	__u32 fair_charged_ns;   /* class time its packets asked for in it (dropped ones too) */
+	__u32 fair_acted_epoch;  /* the last epoch this flow was marked or dropped for its share */
+	__u32 pad;
 };
 
 struct shaper_class_stats {
@@ -223,6 +261,15 @@ struct shaper_class_stats {
 	__u64 drops_aqm;     /* packets CoDel dropped (not ECN-capable, or ECN off) */
 	__u64 ecn_marks;     /* packets CoDel marked CE instead */
 	__u64 sparse;        /* packets of sparse flows sent ahead of the backlog */
+	__u64 fair_marks;    /* packets CE-marked for a flow above its fair share */
+	__u64 drops_fair;    /* packets dropped for a flow above its fair share (not ECN-capable) */
+	/*
+	 * This CPU's clock rounding, in 2^-32 ns: how much more time it has charged the class
+	 * clock than its packets' exact cost. Each packet's time is rounded to whole ns, up or
+	 * down so that this stays in [0, 2^32): the clock is never behind the exact charge and
+	 * never ahead of it by more than 1 ns per CPU. Per-CPU, so it costs no atomic.
+	 */
+	__u64 clock_carry;
 };
 
 #endif /* SHAPER_ABI_H */

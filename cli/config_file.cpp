@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -15,7 +16,7 @@
 
 #include "loader/cgroup.h"
 #include "loader/error.h"
-#include "loader/rules.h"
+#include "loader/rule_compiler.h"
 #include "rule_args.h"
 #include "units.h"
 
@@ -43,6 +44,17 @@ auto at(const std::string& path, F&& parse)
     }
 }
 
+// The path of an object's member: "devices[0].rate", or ["a key"] where the key is not a plain
+// word (empty, a dot, a bracket, ...), so that any message's path ends at its ": ".
+std::string member_path(const std::string& parent, const std::string& key)
+{
+    const bool word = !key.empty() && !std::isdigit(uint8_t(key[0])) &&
+                      std::all_of(key.begin(), key.end(), [](char c) { return std::isalnum(uint8_t(c)) || c == '_'; });
+    if (!word)
+        return parent + "[" + json(key).dump() + "]";
+    return parent.empty() ? key : parent + "." + key;
+}
+
 // JSON text into a value, refusing a key repeated in one object (the parser would keep the last
 // one silently). Parse errors keep nlohmann's line and column.
 json parse_json(const std::string& text)
@@ -58,7 +70,7 @@ json parse_json(const std::string& text)
         std::string path;
         for (size_t i = 0; i < frames_used; i++) {
             const Frame& f = frames[i];
-            path += f.array ? "[" + std::to_string(f.index) + "]" : (path.empty() ? "" : ".") + f.key;
+            path = f.array ? path + "[" + std::to_string(f.index) + "]" : member_path(path, f.key);
         }
         return path;
     };
@@ -79,10 +91,8 @@ json parse_json(const std::string& text)
         case json::parse_event_t::key: {
             Frame& f = frames.back();
             f.key = parsed.get<std::string>();
-            if (!f.keys.insert(f.key).second) {
-                const std::string parent = path_to(frames.size() - 1);
-                fail((parent.empty() ? "" : parent + ".") + f.key, "key given twice");
-            }
+            if (!f.keys.insert(f.key).second)
+                fail(member_path(path_to(frames.size() - 1), f.key), "key given twice");
             break;
         }
         case json::parse_event_t::value:
@@ -97,11 +107,19 @@ json parse_json(const std::string& text)
     };
     try {
         return json::parse(text, callback);
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {  // parse_error, or out_of_range for a number like 1e400
         std::string what = e.what();
         if (auto bracket = what.find("] "); what.starts_with("[json.exception") && bracket != std::string::npos)
             what = what.substr(bracket + 2);
         std::replace(what.begin(), what.end(), '\n', ' ');
+        // The token it stopped at is quoted whole, 8 bytes for each control character: keep its
+        // start, so that a long run of garbage gives a short message.
+        constexpr size_t kTokenShown = 40;
+        if (auto token = what.find("; last read: '"); token != std::string::npos) {
+            token += std::strlen("; last read: '");
+            if (what.size() > token + kTokenShown + 1)
+                what = what.substr(0, token + kTokenShown) + "...'";
+        }
         throw Error("not valid JSON: " + what);
     }
 }
@@ -121,7 +139,7 @@ void check_keys(const json& object, const std::string& path, const std::string& 
     const auto& keys = config_keys(kind);
     for (const auto& [key, value] : object.items())
         if (std::find(keys.begin(), keys.end(), key) == keys.end())
-            fail((path.empty() ? "" : path + ".") + key,
+            fail(member_path(path, key),
                  "unknown key (" + kind + " keys: " + join(keys, ", ") + ")");
 }
 
@@ -265,13 +283,16 @@ ClassSpec parse_class(const json& j, const std::string& path, const ShaperConfig
         spec.ecn = get_switch(j["ecn"], path + ".ecn", "on", "off");
     if (j.contains("sparse"))
         spec.sparse = get_switch(j["sparse"], path + ".sparse", "on", "off");
-    // The datapath's own checks (ranges, an hour of credit at most, ...).
+    if (j.contains("fair"))
+        spec.fair = get_switch(j["fair"], path + ".fair", "on", "off");
+    // The datapath's own checks (ranges, an hour of credit at most, ...). A horizon of 0 is the
+    // mode's default, as on the command line: resolved here, as the device stores it.
     const uint32_t max = device.max_classes ? device.max_classes : SHAPER_LIMIT_MAX_CLASSES;
-    at(path, [&] { return make_class_config(spec, max, mode_horizon(device.mode)); });
+    spec.horizon_ns = at(path, [&] { return make_class_config(spec, max, mode_horizon(device.mode)); }).horizon_ns;
     return spec;
 }
 
-shaper_rule parse_rule_json(const json& j, const std::string& path)
+shaper_rule parse_rule_json(const json& j, const std::string& path, const CgroupNames& cgroups)
 {
     check_keys(j, path, "rule");
     for (const char* required : {"pref", "class"})
@@ -332,7 +353,7 @@ shaper_rule parse_rule_json(const json& j, const std::string& path)
             r.cgroup_level = uint32_t(get_int(cg["level"], p + ".level", 0, 1000));
         } else {
             const std::string text = get_string(cg, p, "\"/system.slice/nginx.service\"");
-            const CgroupRef ref = at(p, [&] { return resolve_cgroup(text); });
+            const CgroupRef ref = at(p, [&] { return cgroups.resolve(text); });
             r.cgroup_id = ref.id;
             r.cgroup_level = ref.level;
         }
@@ -374,7 +395,8 @@ void check_tree(const ConfigDevice& d)
         if (!parents.count(c.parent))
             fail(path + ".parent", "no class " + std::to_string(c.parent) + " among " + d.path + ".classes");
         std::vector<uint32_t> chain = {c.id};
-        for (uint32_t up = c.parent; up; up = parents[up]) {
+        // find, not []: a missing ancestor is its child's error, and must not join the map here.
+        for (uint32_t up = c.parent; up; up = parents.count(up) ? parents.at(up) : 0) {
             if (up == c.id) {
                 std::string loop;
                 for (uint32_t id : chain)
@@ -389,7 +411,7 @@ void check_tree(const ConfigDevice& d)
     }
 }
 
-ConfigDevice parse_device(const json& j, const std::string& path)
+ConfigDevice parse_device(const json& j, const std::string& path, const CgroupNames& cgroups)
 {
     check_keys(j, path, "device");
     ConfigDevice d;
@@ -462,7 +484,7 @@ ConfigDevice parse_device(const json& j, const std::string& path)
         std::map<uint32_t, size_t> prefs;
         for (size_t i = 0; i < rules.size(); i++) {
             const std::string p = path + ".rules[" + std::to_string(i) + "]";
-            shaper_rule r = parse_rule_json(rules[i], p);
+            shaper_rule r = parse_rule_json(rules[i], p, cgroups);
             if (auto it = prefs.find(r.pref); it != prefs.end())
                 fail(p + ".pref", "pref " + std::to_string(r.pref) + " is given twice (also " + path +
                                       ".rules[" + std::to_string(it->second) + "])");
@@ -500,6 +522,7 @@ std::string class_field_changes(const ClassSpec& a, const ClassSpec& b)
     change("interval", format_time(a.aqm_interval_ns), format_time(b.aqm_interval_ns));
     change("ecn", a.ecn ? "on" : "off", b.ecn ? "on" : "off");
     change("sparse", a.sparse ? "on" : "off", b.sparse ? "on" : "off");
+    change("fair", a.fair ? "on" : "off", b.fair ? "on" : "off");
     return join(changes, ", ");
 }
 
@@ -528,6 +551,8 @@ std::string class_fields(const ClassSpec& c, uint32_t mode)
         out += c.ecn ? " ecn on" : " ecn off";
     if (c.sparse != d.sparse)
         out += c.sparse ? " sparse on" : " sparse off";
+    if (c.fair != d.fair)
+        out += c.fair ? " fair on" : " fair off";
     return out;
 }
 
@@ -540,7 +565,7 @@ const std::vector<std::string>& config_keys(const std::string& object)
         {"device", {"device", "mode", "fq", "max_classes", "default_class", "classes", "rules"}},
         {"fq", {"horizon", "flow_limit", "limit"}},
         {"class", {"id", "rate", "burst", "parent", "overhead", "mpu", "horizon", "aqm", "target",
-                   "interval", "ecn", "sparse"}},
+                   "interval", "ecn", "sparse", "fair"}},
         {"rule", {"pref", "class", "src", "dst", "proto", "sport", "dport", "mark", "cgroup",
                   "priority", "dscp", "vlan"}},
         {"cgroup", {"id", "level"}},
@@ -548,7 +573,7 @@ const std::vector<std::string>& config_keys(const std::string& object)
     return keys.at(object);
 }
 
-ConfigFile parse_config(const std::string& text)
+ConfigFile parse_config(const std::string& text, const CgroupNames& cgroups)
 {
     const json j = parse_json(text);
     check_keys(j, "", "file");
@@ -562,7 +587,7 @@ ConfigFile parse_config(const std::string& text)
     ConfigFile file;
     std::map<std::string, std::string> names;
     for (size_t i = 0; i < j["devices"].size(); i++) {
-        ConfigDevice d = parse_device(j["devices"][i], "devices[" + std::to_string(i) + "]");
+        ConfigDevice d = parse_device(j["devices"][i], "devices[" + std::to_string(i) + "]", cgroups);
         if (auto it = names.find(d.name); it != names.end())
             fail(d.path + ".device", "device \"" + d.name + "\" is given twice (also " + it->second + ")");
         names[d.name] = d.path;
@@ -608,7 +633,17 @@ std::string cgroup_path_of(uint64_t id, uint32_t level)
     return "";
 }
 
-ojson config_json(const std::vector<std::pair<std::string, ShaperConfig>>& devices)
+const CgroupNames& host_cgroups()
+{
+    struct Host : CgroupNames {
+        CgroupRef resolve(const std::string& path) const override { return resolve_cgroup(path); }
+        std::string path_of(uint64_t id, uint32_t level) const override { return cgroup_path_of(id, level); }
+    };
+    static const Host host;
+    return host;
+}
+
+ojson config_json(const std::vector<std::pair<std::string, ShaperConfig>>& devices, const CgroupNames& cgroups)
 {
     ojson list = ojson::array();
     for (const auto& [name, c] : devices) {
@@ -640,6 +675,7 @@ ojson config_json(const std::vector<std::pair<std::string, ShaperConfig>>& devic
             k["interval"] = format_time(s.aqm_interval_ns);
             k["ecn"] = s.ecn ? "on" : "off";
             k["sparse"] = s.sparse ? "on" : "off";
+            k["fair"] = s.fair ? "on" : "off";
             classes.push_back(k);
         }
         d["classes"] = classes;
@@ -665,7 +701,7 @@ ojson config_json(const std::vector<std::pair<std::string, ShaperConfig>>& devic
             if (r.fields & SHAPER_RULE_F_MARK)
                 k["mark"] = hex(r.mark) + "/" + hex(r.mark_mask);
             if (r.fields & SHAPER_RULE_F_CGROUP) {
-                const std::string path = cgroup_path_of(r.cgroup_id, r.cgroup_level);
+                const std::string path = cgroups.path_of(r.cgroup_id, r.cgroup_level);
                 if (!path.empty())
                     k["cgroup"] = path;
                 else

@@ -144,8 +144,11 @@ std::string metrics_text(const std::vector<DeviceStatus>& devices, const std::ve
     e.family("shaperctl_class_bytes_total", "counter",
              "Bytes charged to the class: wire length plus overhead, after mpu (descendants included).");
     e.family("shaperctl_class_drops_total", "counter",
-             "Packets dropped by the class, by cause: horizon (departure too far ahead) or aqm (CoDel).");
+             "Packets dropped by the class, by cause: horizon (departure too far ahead), aqm (CoDel) "
+             "or fair (a flow above its fair share).");
     e.family("shaperctl_class_ecn_marks_total", "counter", "Packets CoDel marked CE instead of dropping.");
+    e.family("shaperctl_class_fair_marks_total", "counter",
+             "Packets marked CE instead of dropped for a flow above its fair share.");
     e.family("shaperctl_class_sparse_packets_total", "counter",
              "Packets of sparse flows sent ahead of the class backlog (still charged).");
     e.family("shaperctl_class_backlog_seconds", "gauge", "How far the class clock runs ahead of now (0 when idle).");
@@ -180,7 +183,9 @@ std::string metrics_text(const std::vector<DeviceStatus>& devices, const std::ve
             e.sample("shaperctl_class_bytes_total", l, c.counters.bytes);
             e.sample("shaperctl_class_drops_total", {l[0], l[1], {"cause", "horizon"}}, c.counters.drops_horizon);
             e.sample("shaperctl_class_drops_total", {l[0], l[1], {"cause", "aqm"}}, c.counters.drops_aqm);
+            e.sample("shaperctl_class_drops_total", {l[0], l[1], {"cause", "fair"}}, c.counters.drops_fair);
             e.sample("shaperctl_class_ecn_marks_total", l, c.counters.ecn_marks);
+            e.sample("shaperctl_class_fair_marks_total", l, c.counters.fair_marks);
             e.sample("shaperctl_class_sparse_packets_total", l, c.counters.sparse);
             e.sample("shaperctl_class_backlog_seconds", l, decimal(uint64_t(std::max<int64_t>(c.backlog_ns, 0)), 9));
         }

@@ -39,7 +39,7 @@ bool parse_choice(const std::string& text, const char* option, const char* yes, 
 
 // Class options as typed; each is parsed (and its token named in errors) only when given.
 struct ClassOptions {
-    std::string id, rate, burst, parent, overhead, mpu, horizon, aqm, target, interval, ecn, sparse;
+    std::string id, rate, burst, parent, overhead, mpu, horizon, aqm, target, interval, ecn, sparse, fair;
 
     void add_to(CLI::App* cmd, bool rate_required)
     {
@@ -57,6 +57,7 @@ struct ClassOptions {
         cmd->add_option("--interval", interval, "CoDel interval (default 100ms)");
         cmd->add_option("--ecn", ecn, "on (default): mark ECN-capable packets instead of dropping; off");
         cmd->add_option("--sparse", sparse, "on (default): sparse flows leave ahead of a backlogged class; off");
+        cmd->add_option("--fair", fair, "on (default): bulk flows above their fair share are marked or dropped; off");
     }
 
     // Fields given on the command line replace those of `spec`.
@@ -85,6 +86,8 @@ struct ClassOptions {
             spec.ecn = parse_choice(ecn, "ecn", "on", "off");
         if (!sparse.empty())
             spec.sparse = parse_choice(sparse, "sparse", "on", "off");
+        if (!fair.empty())
+            spec.fair = parse_choice(fair, "fair", "on", "off");
         return spec;
     }
 };

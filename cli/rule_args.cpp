@@ -9,7 +9,7 @@
 
 #include "loader/cgroup.h"
 #include "loader/error.h"
-#include "loader/rules.h"
+#include "loader/rule_compiler.h"
 #include "units.h"
 
 namespace shaperctl {

@@ -47,34 +47,41 @@ inline std::string printable(std::string_view s)
     std::abort();
 }
 
-// What a refusal must look like: one short line, starting "bad <what> \"".
-inline void check_message(std::string_view input, const char* message, std::string_view prefix)
+// What every refusal must look like: one line without control characters, at most `max_size`
+// bytes.
+inline void check_one_line(std::string_view input, std::string_view m, size_t max_size = 1024)
 {
-    std::string_view m = message;
-    if (!m.starts_with(prefix))
-        violated("error message starts with the prefix", input,
-                 "expected prefix \"" + std::string(prefix) + "\", got: " + printable(m));
     for (char c : m) {
         auto u = static_cast<unsigned char>(c);
         if (u < 0x20 || u == 0x7f)
             violated("error message is one line without control characters", input,
                      "message: " + printable(m));
     }
-    if (m.size() > 1024)
-        violated("error message is short (<= 1024 bytes)", input,
-                 std::to_string(m.size()) + " bytes: " + printable(m));
+    if (m.size() > max_size)
+        violated("error message is short", input,
+                 std::to_string(m.size()) + " bytes (at most " + std::to_string(max_size) +
+                     "): " + printable(m));
 }
 
-// Runs `call`; returns its value, or nullopt after checking the shaperctl::Error it threw.
-// Any other exception is a property violation.
-template <typename Call>
-auto accepts(std::string_view input, std::string_view prefix, std::string* message, Call call)
-    -> std::optional<decltype(call())>
+// A quantity's refusal: one short line, starting "bad <what> \"".
+inline void check_message(std::string_view input, std::string_view m, std::string_view prefix)
+{
+    if (!m.starts_with(prefix))
+        violated("error message starts with the prefix", input,
+                 "expected prefix \"" + std::string(prefix) + "\", got: " + printable(m));
+    check_one_line(input, m);
+}
+
+// Runs `call`; returns its value, or nullopt after `check_refusal(message)` on the
+// shaperctl::Error it threw. Any other exception is a property violation.
+template <typename CheckRefusal, typename Call>
+auto accepts_checked(std::string_view input, CheckRefusal check_refusal, std::string* message,
+                     Call call) -> std::optional<decltype(call())>
 {
     try {
         return call();
     } catch (const shaperctl::Error& e) {
-        check_message(input, e.what(), prefix);
+        check_refusal(std::string_view(e.what()));
         if (message) *message = e.what();
         return std::nullopt;
     } catch (const std::exception& e) {
@@ -83,6 +90,15 @@ auto accepts(std::string_view input, std::string_view prefix, std::string* messa
     } catch (...) {
         violated("only shaperctl::Error escapes", input, "a non-std exception escaped");
     }
+}
+
+// The same for a quantity parser: the message starts with `prefix`.
+template <typename Call>
+auto accepts(std::string_view input, std::string_view prefix, std::string* message, Call call)
+    -> std::optional<decltype(call())>
+{
+    return accepts_checked(
+        input, [&](std::string_view m) { check_message(input, m, prefix); }, message, call);
 }
 
 // ---- Reference: unsigned decimal numbers as digit strings (no leading zeros, "0" for 0).

@@ -65,7 +65,8 @@ shaper_class_config make_class_config(const ClassSpec& spec, uint32_t max_classe
     check_range("aqm target", spec.id, spec.aqm_target_ns, 1000, 1'000'000'000, "ns");
     check_range("aqm interval", spec.id, spec.aqm_interval_ns, 1000, 10'000'000'000ull, "ns");
     config.flags = SHAPER_CLASS_PRESENT | (spec.aqm ? SHAPER_CLASS_AQM : 0) |
-                   (spec.ecn ? SHAPER_CLASS_ECN : 0) | (spec.sparse ? SHAPER_CLASS_SPARSE : 0);
+                   (spec.ecn ? SHAPER_CLASS_ECN : 0) | (spec.sparse ? SHAPER_CLASS_SPARSE : 0) |
+                   (spec.fair ? SHAPER_CLASS_FAIR : 0);
     config.aqm_target_ns = spec.aqm_target_ns;
     config.aqm_interval_ns = spec.aqm_interval_ns;
     config.aqm_floor_ns = (uint64_t)(((unsigned __int128)SHAPER_AQM_FLOOR_BYTES * config.ns_per_byte_fp) >>
@@ -89,6 +90,7 @@ ClassSpec class_spec_from_config(uint32_t id, const shaper_class_config& config)
     spec.aqm = config.flags & SHAPER_CLASS_AQM;
     spec.ecn = config.flags & SHAPER_CLASS_ECN;
     spec.sparse = config.flags & SHAPER_CLASS_SPARSE;
+    spec.fair = config.flags & SHAPER_CLASS_FAIR;
     spec.aqm_target_ns = config.aqm_target_ns;
     spec.aqm_interval_ns = config.aqm_interval_ns;
     return spec;

@@ -19,6 +19,7 @@ struct ClassSpec {
     bool aqm = false;          // CoDel on the class's virtual backlog (edt mode): opt in
     bool ecn = true;           // mark ECN-capable packets instead of dropping them
     bool sparse = true;        // sparse flows leave ahead of the class backlog (edt mode)
+    bool fair = true;          // bulk flows above their fair share are marked or dropped (edt)
     uint64_t aqm_target_ns = SHAPER_DEFAULT_AQM_TARGET_NS;
     uint64_t aqm_interval_ns = SHAPER_DEFAULT_AQM_INTERVAL_NS;
 

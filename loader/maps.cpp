@@ -187,6 +187,9 @@ ClassCounters ShaperMaps::counters(uint32_t id) const
         sum.drops_aqm += s.drops_aqm;
         sum.ecn_marks += s.ecn_marks;
         sum.sparse += s.sparse;
+        sum.fair_marks += s.fair_marks;
+        sum.drops_fair += s.drops_fair;
+        sum.clock_carry += s.clock_carry;
     }
     return sum;
 }

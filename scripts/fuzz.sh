@@ -4,6 +4,7 @@
 # summary line per target: executions, coverage, corpus, crashes. Exits 1 if any crashed.
 #
 #   scripts/fuzz.sh [SECONDS] [TARGET...]      TARGET: parse_rate parse_size parse_time parse_int
+#                                                      parse_config
 #   scripts/fuzz.sh --build-only               install clang's runtime if missing, build only
 #                                              (CI, then: ctest --test-dir build-fuzz -j2)
 #   FUZZ_MERGE=1 scripts/fuzz.sh ...           afterwards, minimize the inputs that added
@@ -23,13 +24,13 @@ seconds=${1:-600}
 [[ "$seconds" =~ ^[1-9][0-9]*$ ]] || { echo "$usage" >&2; exit 2; }  # 0 would mean forever
 shift $(( $# > 0 ? 1 : 0 ))
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(parse_rate parse_size parse_time parse_int)
+[ ${#targets[@]} -gt 0 ] || targets=(parse_rate parse_size parse_time parse_int parse_config)
 jobs=${FUZZ_JOBS:-$(nproc)}
 
 # clang's libFuzzer and sanitizer runtimes are in libclang-rt-14-dev, which clang only
 # recommends (install-deps.sh installs without recommends).
 need=()
-for p in clang cmake make libclang-rt-14-dev; do
+for p in clang cmake make libclang-rt-14-dev nlohmann-json3-dev linux-libc-dev; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then
@@ -40,20 +41,31 @@ fi
 
 start=$SECONDS
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -DSHAPERCTL_FUZZ=ON >/dev/null
+# A failed make fails the script (pipefail); only grep's finding nothing to show is ignored.
 make -C build-fuzz -j"$(nproc)" --no-print-directory fuzzers 2>&1 \
-  | grep -Ev '^\[|^make|Built target|Consolidate compiler' || true
+  | { grep -Ev '^\[|^make|Built target|Consolidate compiler' || true; }
 if [ $build_only = 1 ]; then
   echo "fuzz: built build-fuzz/ in $((SECONDS - start)) s (ctest --test-dir build-fuzz runs the fuzz tests)"
   exit 0
 fi
 echo "fuzz: built in $((SECONDS - start)) s; fuzzing ${targets[*]} for ${seconds} s each, ${jobs} at a time"
 
+# libFuzzer options per target, as fuzz/CMakeLists.txt (fuzz_options) gives the CTest fuzz tests:
+# fuzz/<target>.dict where there is one, else units.dict; 4 KiB inputs for a config file.
+options() {
+  local dict=fuzz/$1.dict max_len=1024
+  [ -f "$dict" ] || dict=fuzz/units.dict
+  [ "$1" != parse_config ] || max_len=4096
+  echo "-dict=$dict -max_len=$max_len"
+}
+
 run_one() {
   local t=$1 run=build-fuzz/fuzz-run/$1
   rm -rf "$run" && mkdir -p "$run/artifacts" "build-fuzz/fuzz-corpus/$t"
   local rc=0
-  build-fuzz/fuzz/fuzz_"$t" -max_total_time="$seconds" -max_len=1024 -timeout=10 \
-    -dict=fuzz/units.dict -print_final_stats=1 -artifact_prefix="$run/artifacts/" \
+  # shellcheck disable=SC2046
+  build-fuzz/fuzz/fuzz_"$t" -max_total_time="$seconds" $(options "$t") -timeout=10 \
+    -print_final_stats=1 -artifact_prefix="$run/artifacts/" \
     "build-fuzz/fuzz-corpus/$t" "fuzz/corpus/$t" "fuzz/regressions/$t" >"$run/log" 2>&1 || rc=$?
   echo "$rc" >"$run/rc"
 }
@@ -77,7 +89,7 @@ for t in "${targets[@]}"; do
   cov=$(sed -nE 's/.* cov: ([0-9]+) ft: ([0-9]+) corp: ([0-9]+).*/cov \1, ft \2, corpus \3/p' <<<"$last")
   artifacts=$(find "$run/artifacts" -type f \( -name 'crash-*' -o -name 'leak-*' -o -name 'timeout-*' -o -name 'oom-*' \) | sort)
   crashes=$(grep -c . <<<"$artifacts" || true)
-  printf 'fuzz %-10s %5s s  execs %s (%s/s)  %s  new %s  crashes %s\n' "$t" "$seconds" \
+  printf 'fuzz %-12s %5s s  execs %s (%s/s)  %s  new %s  crashes %s\n' "$t" "$seconds" \
     "${execs:-?}" "$(stat average_exec_per_sec)" "${cov:-cov ?}" "$(stat new_units_added)" "$crashes"
   if [ "$crashes" -gt 0 ] || [ "$(cat "$run/rc")" != 0 ]; then
     failed=1
@@ -90,7 +102,8 @@ done
 if [ "${FUZZ_MERGE:-0}" = 1 ]; then
   for t in "${targets[@]}"; do
     before=$(ls "fuzz/corpus/$t" | wc -l)
-    build-fuzz/fuzz/fuzz_"$t" -merge=1 -max_len=1024 "fuzz/corpus/$t" "build-fuzz/fuzz-corpus/$t" \
+    # shellcheck disable=SC2046
+    build-fuzz/fuzz/fuzz_"$t" -merge=1 $(options "$t") "fuzz/corpus/$t" "build-fuzz/fuzz-corpus/$t" \
       >"build-fuzz/fuzz-run/$t/merge.log" 2>&1
     echo "fuzz $t: merged $(( $(ls "fuzz/corpus/$t" | wc -l) - before )) inputs into fuzz/corpus/$t"
   done

@@ -90,7 +90,7 @@ TEST_F(Apply, DumpThenApplyIsANoOpAndRebuildsTheSameState)
     ok("attach --dev sh0 --mode police --max-classes 1024");
     ok("add-class --dev sh0 --id 1 --rate 20mbit --burst 64kb --overhead 24 --mpu 64 --horizon 10ms --aqm codel");
     ok("add-class --dev sh0 --id 2 --rate 1.5mbit --parent 1 --aqm off");
-    ok("add-class --dev sh0 --id 3 --rate 7mbps --parent 2 --target 2ms --interval 50ms --ecn off --sparse off");
+    ok("add-class --dev sh0 --id 3 --rate 7mbps --parent 2 --target 2ms --interval 50ms --ecn off --sparse off --fair off");
     ok("add-rule --dev sh0 --pref 10 --class 2 --dst 10.1.0.0/16 --proto tcp --dport 80-90");
     ok("add-rule --dev sh0 --pref 20 --class 3 --src 2001:db8::/32 --sport 53 --proto udp");
     ok("add-rule --dev sh0 --pref 30 --class 1 --mark 0x10/0xff --priority 1:10 --dscp 46 --vlan 7");
@@ -108,10 +108,11 @@ TEST_F(Apply, DumpThenApplyIsANoOpAndRebuildsTheSameState)
     EXPECT_EQ(d["default_class"], 3);
     EXPECT_EQ(d["classes"][0], json::parse(R"({"id": 1, "rate": "20mbit", "burst": "64kb", "parent": null,
         "overhead": 24, "mpu": "64b", "horizon": "10ms", "aqm": "codel", "target": "5ms",
-        "interval": "100ms", "ecn": "on", "sparse": "on"})"));
+        "interval": "100ms", "ecn": "on", "sparse": "on", "fair": "on"})"));
     EXPECT_EQ(d["classes"][2]["rate"], "56mbit");
     EXPECT_EQ(d["classes"][2]["ecn"], "off");
     EXPECT_EQ(d["classes"][2]["sparse"], "off");
+    EXPECT_EQ(d["classes"][2]["fair"], "off");
     EXPECT_EQ(d["classes"][2]["target"], "2ms");
     EXPECT_EQ(d["rules"][0], json::parse(R"({"pref": 10, "class": 2, "dst": "10.1.0.0/16",
         "proto": "tcp", "dport": "80-90"})"));
@@ -158,6 +159,15 @@ TEST_F(Apply, DryRunChangesNothing)
     EXPECT_EQ(dump(), before);
 }
 
+// A horizon of 0 is the mode's default, as on the command line, and a second apply changes nothing.
+TEST_F(Apply, ZeroHorizonIsTheModeDefault)
+{
+    const json config = device(json::parse(R"([{"id": 1, "rate": "10mbit", "horizon": "0ns"}])"), json::array(), nullptr);
+    EXPECT_EQ(apply(config), "dev sh0:\n+ attach mode police\n+ class 1 rate 10mbit\n");
+    EXPECT_EQ(apply(config), "no changes\n");
+    EXPECT_EQ(dump()["devices"][0]["classes"][0]["horizon"], "5ms");
+}
+
 TEST_F(Apply, AChangedFileGivesExactlyItsDiff)
 {
     apply(device(json::parse(R"([{"id": 1, "rate": "20mbit"}, {"id": 2, "rate": "10mbit", "parent": 1},
@@ -191,10 +201,11 @@ TEST_F(Apply, AChangedFileGivesExactlyItsDiff)
     json more = next;
     more["devices"][0]["rules"][0]["class"] = 3;
     more["devices"][0]["classes"][1] =
-        json::parse(R"({"id": 2, "rate": "10mbit", "parent": 1, "burst": "64kb", "ecn": "off", "sparse": "off"})");
+        json::parse(R"({"id": 2, "rate": "10mbit", "parent": 1, "burst": "64kb", "ecn": "off", "sparse": "off",
+                        "fair": "off"})");
     EXPECT_EQ(apply(more), "dev sh0:\n"
                            "~ rule 10 class 2 dst 10.1.0.0/16 -> class 3 dst 10.1.0.0/16\n"
-                           "~ class 2 burst 0b -> 64kb, ecn on -> off, sparse on -> off\n");
+                           "~ class 2 burst 0b -> 64kb, ecn on -> off, sparse on -> off, fair on -> off\n");
 }
 
 // Parents swap, and a class moves away from a parent that goes: every step stays a valid tree.
@@ -239,10 +250,13 @@ TEST_F(Apply, BadFilesAreRefusedInOneLineAndChangeNothing)
         {dev(R"("rules": [{"pref": 1, "class": 1, "dport": 80, "sprot": 1}], "classes": [{"id": 1, "rate": "1mbit"}])"),
          "devices[0].rules[0].sprot: unknown key"},
         {R"({"devices": [], "extra": 1})", "extra: unknown key"},
+        {dev(R"("a.b": 1)"), R"(devices[0]["a.b"]: unknown key)"},
         {dev(R"("classes": [{"id": 1, "rate": "1mbit", "rate": "2mbit"}])"), "devices[0].classes[0].rate: key given twice"},
         {dev(R"("classes": [{"id": 1, "rate": "1mbit", "parent": 9}])"), "devices[0].classes[0].parent: no class 9"},
         {dev(R"("classes": [{"id": 1, "rate": "1mbit", "parent": 2}, {"id": 2, "rate": "1mbit", "parent": 1}])"),
          "devices[0].classes[0].parent: parents form a cycle (1 -> 2 -> 1)"},
+        {dev(R"("classes": [{"id": 1, "rate": "1mbit", "parent": 2}, {"id": 2, "rate": "1mbit", "parent": 3}])"),
+         "devices[0].classes[1].parent: no class 3"},  // a missing grandparent (found by fuzz/)
         {dev(R"("classes": [{"id": 1, "rate": "1mbit"}, {"id": 1, "rate": "2mbit"}])"), "devices[0].classes[1].id: class 1 is given twice"},
         {dev(R"("classes": [{"id": 1, "rate": "1mbit", "burst": "2gb"}])"), "devices[0].classes[0].burst: bad size \"2gb\""},
         {dev(R"("classes": [{"id": 1, "rate": "1mbit", "horizon": "61s"}])"), "devices[0].classes[0]: class 1: horizon"},
@@ -270,6 +284,7 @@ TEST_F(Apply, BadFilesAreRefusedInOneLineAndChangeNothing)
          "devices[1].device: device \"sh1\" is given twice"},
         {R"({"devices": [{"device": "sh0", "mode": "police",)", "not valid JSON: parse error at line 1"},
         {R"([])", "(top level): expected an object"},
+        {dev(R"("max_classes": 1e400)"), "not valid JSON: number overflow parsing '1e400'"},
         {R"({"version": 2, "devices": []})", "version: unsupported format version 2"},
     };
     for (const auto& [text, needle] : cases) {

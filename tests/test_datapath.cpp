@@ -66,12 +66,13 @@ protected:
         maps_->set_settings(settings);
     }
 
-    // Token-bucket tests put clocks seconds ahead by hand: CoDel and the sparse-flow path (which
-    // would let a first packet jump that backlog) stay off unless asked for.
-    void add_class(ClassSpec spec, bool aqm = false, bool sparse = false)
+    // Token-bucket tests put clocks seconds ahead by hand: CoDel, the sparse-flow path (which
+    // would let a first packet jump that backlog) and fair shares stay off unless asked for.
+    void add_class(ClassSpec spec, bool aqm = false, bool sparse = false, bool fair = false)
     {
         spec.aqm = aqm;
         spec.sparse = sparse;
+        spec.fair = fair;
         maps_->write_class_config(spec.id,
                                   make_class_config(spec, maps_->max_classes(), 2 * kSec));
     }
@@ -208,17 +209,21 @@ TEST_F(Datapath, LargePacketsAtExtremeRatesDoNotOverflow)
     shaper_class_clock clock = maps_->clock(1);
     EXPECT_GE(clock.tat_ns, before + 65'536'000'000'000ull / 1000);
     EXPECT_LE(clock.tat_ns, now_ns() + 65'536'000'000'000ull / 1000);
-    EXPECT_EQ(clock.frac & 0xffffffffu, 0u);
+    EXPECT_EQ(maps_->counters(1).clock_carry, 0u);  // exact: nothing to round
 
-    // 400 Gbit: 65536 bytes are 1310.72 ns; the 0.72 ns is carried, not lost.
+    // 400 Gbit: 65536 bytes are 1310.72 ns. Each packet rounds up (banking 0.28 ns) until the
+    // bank covers 0.72 ns, then rounds down against it.
     add_class({.id = 2, .rate_bps = 400'000'000'000ull});
     set_default_class(2);
     const uint64_t tat = backlog_class(2, kSec);
     ASSERT_EQ(run(65536, 45).action, kTcActOk);
-    clock = maps_->clock(2);
-    EXPECT_EQ(clock.tat_ns, tat + 1310);
+    EXPECT_EQ(maps_->clock(2).tat_ns, tat + 1311);
     // Per-byte time is rounded up by < 2^-32 ns: 65536 bytes add < 1.6e-5 ns.
-    EXPECT_NEAR(double(clock.frac & 0xffffffffu) / 4294967296.0, 0.72, 2e-5);
+    EXPECT_NEAR(double(maps_->counters(2).clock_carry) / 4294967296.0, 0.28, 2e-5);
+    for (int i = 0; i < 4; i++)
+        ASSERT_EQ(run(65536, 45).action, kTcActOk);
+    EXPECT_EQ(maps_->clock(2).tat_ns, tat + 1311 * 3 + 1310 + 1311);  // 6553.6 ns, rounded up
+    EXPECT_NEAR(double(maps_->counters(2).clock_carry) / 4294967296.0, 0.4, 2e-5);
 
     // 512 KB (BIG TCP) on the shared arithmetic, against 128-bit references.
     for (uint64_t rate : {8'000ull, 1'000'000ull, 1'000'000'007ull, 400'000'000'000ull}) {
@@ -264,14 +269,16 @@ TEST_F(Datapath, HierarchyChargesEveryLevelAndDepartsAtTheLatest)
 
     Verdict v = run(1500, 1);  // the parent is further behind: its departure holds
     EXPECT_EQ(v.tstamp, parent_tat);
-    EXPECT_EQ(maps_->clock(10).tat_ns, parent_tat + 800'000);   // 1500 B at 15 Mbit
+    // 1500 B at 15 Mbit is 800,000 ns and a hair (the per-byte time rounds up): rounded up once,
+    // then the banked rest covers the next packet's hair.
+    EXPECT_EQ(maps_->clock(10).tat_ns, parent_tat + 800'001);
     EXPECT_EQ(maps_->clock(1).tat_ns, child_tat + 1'200'000);   // 1500 B at 10 Mbit
 
     set_default_class(2);  // the sibling shares the parent's clock
     const uint64_t sibling_tat = backlog_class(2, 3 * kSec);
     v = run(1500, 1);
     EXPECT_EQ(v.tstamp, sibling_tat);  // now the child is the latest
-    EXPECT_EQ(maps_->clock(10).tat_ns, parent_tat + 1'600'000);
+    EXPECT_EQ(maps_->clock(10).tat_ns, parent_tat + 1'600'001);
     EXPECT_EQ(maps_->counters(10).packets, 2u);
     EXPECT_EQ(maps_->counters(1).packets, 1u);
     EXPECT_EQ(maps_->counters(2).packets, 1u);
@@ -312,9 +319,10 @@ TEST_F(Datapath, ConcurrentChargesAreConserved)
 
     const unsigned __int128 total = (unsigned __int128)kThreads * kRepeat * 64 * ns_per_byte_fp(300'000'000);
     shaper_class_clock clock = maps_->clock(1);
-    EXPECT_EQ(clock.tat_ns - tat, uint64_t(total >> 32));
-    EXPECT_EQ(uint32_t(clock.frac), uint32_t(total));
     ClassCounters c = maps_->counters(1);
+    // Each CPU charged its packets' exact time plus what it banked rounding, under 1 ns.
+    EXPECT_EQ((unsigned __int128)(clock.tat_ns - tat) << 32, total + c.clock_carry);
+    EXPECT_LT(c.clock_carry, uint64_t(kThreads) << 32);
     EXPECT_EQ(c.packets, uint64_t(kThreads) * kRepeat);
     EXPECT_EQ(c.bytes, uint64_t(kThreads) * kRepeat * 64);
     EXPECT_EQ(c.drops_horizon, 0u);
@@ -458,6 +466,133 @@ TEST_F(Aqm, OffMeansNoMarksNoDrops)
     EXPECT_EQ(send(2).ecn, 2);
     EXPECT_EQ(send(0).action, kTcActOk);
     EXPECT_EQ(maps_->counters(1).drops_aqm + maps_->counters(1).ecn_marks, 0u);
+}
+
+// Fair shares among bulk flows: a flow charged more than the last epoch's share (plus an eighth
+// and two frames) in the current epoch is marked (ECN-capable) or dropped, once per epoch; flows
+// within their share never are, and nothing happens while the backlog is below the CoDel target.
+class Fair : public Aqm {
+protected:
+    // 8 Mbit: a 1000-byte packet is 1 ms of class time; the share is 10 ms, so a flow is above
+    // it past 10 + 1.25 + 1.538 (a frame) ms: at its 13th packet.
+    void add_fair_class(uint64_t backlog_ns, bool ecn = true)
+    {
+        add_class({.id = 1, .rate_bps = 8'000'000, .horizon_ns = 60 * kSec, .ecn = ecn}, false,
+                  false, true);
+        shaper_class_clock clock{};
+        clock.tat_ns = now_ns() + backlog_ns;
+        clock.fair_epoch_ns = now_ns();  // an epoch that will not end while the test runs
+        clock.fair_epoch_tat_ns = clock.tat_ns;
+        clock.fair_share_ns = 10'000'000;
+        clock.fair_epoch = 5;
+        maps_->write_clock(1, clock);
+    }
+
+    Sent send_flow(uint16_t sport, uint8_t ecn)
+    {
+        auto frame = test::build_frame({.sport = sport, .ecn = ecn});
+        std::vector<uint8_t> out(frame.size() + 64);
+        __sk_buff ctx{};
+        ctx.wire_len = 1000;
+        LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = frame.data(), .data_out = out.data(),
+                    .data_size_in = uint32_t(frame.size()), .data_size_out = uint32_t(out.size()),
+                    .ctx_in = &ctx, .ctx_size_in = sizeof ctx);
+        EXPECT_EQ(bpf_prog_test_run_opts(program_->prog_fd(), &opts), 0);
+        return {int(opts.retval), uint8_t(out[15] & 3)};
+    }
+};
+
+TEST_F(Fair, AFlowAboveItsShareIsMarkedOncePerEpochOthersNever)
+{
+    add_fair_class(kSec);
+    for (int i = 1; i <= 12; i++)
+        ASSERT_EQ(send_flow(1000, 2).ecn, 2) << "packet " << i << " is within the share";
+    EXPECT_EQ(send_flow(1000, 2).ecn, 3) << "the 13th is above it: CE";
+    for (int i = 14; i <= 23; i++)
+        ASSERT_EQ(send_flow(1000, 2).ecn, 2) << "once per epoch";
+    // Past twice the share plus two frames (23.076 ms) it has not backed off: dropped, ECN or not.
+    for (int i = 24; i <= 30; i++)
+        ASSERT_EQ(send_flow(1000, 2).action, kTcActShot) << "packet " << i;
+    for (int i = 0; i < 10; i++)
+        ASSERT_EQ(send_flow(2000, 2).ecn, 2) << "another flow within its share";
+    const ClassCounters c = maps_->counters(1);
+    EXPECT_EQ(c.fair_marks, 1u);
+    EXPECT_EQ(c.drops_fair, 7u);
+    EXPECT_EQ(c.packets, 33u);
+    EXPECT_EQ(maps_->clock(1).fair_flows, 2u);
+}
+
+TEST_F(Fair, NotEcnCapableIsDroppedAndChargedNowhere)
+{
+    add_fair_class(kSec, true);
+    for (int i = 1; i <= 12; i++)
+        ASSERT_EQ(send_flow(1000, 0).action, kTcActOk);
+    const uint64_t tat = maps_->clock(1).tat_ns;
+    EXPECT_EQ(send_flow(1000, 0).action, kTcActShot);
+    EXPECT_EQ(maps_->clock(1).tat_ns, tat);
+    EXPECT_EQ(send_flow(1000, 0).action, kTcActOk);
+    const ClassCounters c = maps_->counters(1);
+    EXPECT_EQ(c.drops_fair, 1u);
+    EXPECT_EQ(c.packets, 13u);
+    // With ECN off even ECN-capable packets are dropped.
+    add_fair_class(kSec, false);
+    for (int i = 1; i <= 12; i++)
+        ASSERT_EQ(send_flow(3000, 2).action, kTcActOk);
+    EXPECT_EQ(send_flow(3000, 2).action, kTcActShot);
+}
+
+TEST_F(Fair, NothingWhileTheBacklogIsBelowTarget)
+{
+    add_fair_class(2'000'000);
+    for (int i = 0; i < 40; i++) {
+        // 2 ms of backlog before each packet, under the 5 ms target: a flow far above its share.
+        shaper_class_clock clock = maps_->clock(1);
+        clock.tat_ns = now_ns() + 2'000'000;
+        maps_->write_clock(1, clock);
+        ASSERT_EQ(send_flow(1000, 2).ecn, 2);
+    }
+    EXPECT_EQ(maps_->counters(1).fair_marks, 0u);
+}
+
+TEST_F(Fair, EpochsEndWithTheChargePerFlowAsTheShare)
+{
+    add_fair_class(kSec);
+    for (int i = 0; i < 6; i++)
+        send_flow(1000, 2);
+    for (int i = 0; i < 2; i++)
+        send_flow(2000, 2);
+    // End the epoch: 100 ms ago. Its share is the 8 ms charged over the 2 flows.
+    shaper_class_clock clock = maps_->clock(1);
+    clock.fair_epoch_ns = now_ns() - SHAPER_FAIR_EPOCH_NS - 1'000'000;
+    maps_->write_clock(1, clock);
+    send_flow(3000, 2);
+    clock = maps_->clock(1);
+    EXPECT_EQ(clock.fair_epoch, 6u);
+    EXPECT_EQ(clock.fair_share_ns, 4'000'000u);
+    EXPECT_EQ(clock.fair_flows, 1u);  // the packet that ended it counts in the new epoch
+    EXPECT_EQ(clock.fair_epoch_len_ns, SHAPER_FAIR_EPOCH_NS);  // few flows: the shortest epoch
+    // An epoch that ended long ago (the class was idle) gives no share: nobody is acted on.
+    clock.fair_epoch_ns = now_ns() - 3 * SHAPER_FAIR_EPOCH_NS;
+    maps_->write_clock(1, clock);
+    send_flow(3000, 2);
+    EXPECT_EQ(maps_->clock(1).fair_share_ns, 0u);
+    // Many flows: the epoch grows so that a share is sixteen frames (at 8 Mbit two frames are
+    // 3.076 ms; 40 flows x 8 x 3.076 ms = 984 ms).
+    clock = maps_->clock(1);
+    for (uint16_t f = 0; f < 39; f++)
+        send_flow(uint16_t(4000 + f), 2);
+    clock = maps_->clock(1);
+    clock.fair_epoch_ns = now_ns() - SHAPER_FAIR_EPOCH_NS - 1'000'000;
+    maps_->write_clock(1, clock);
+    send_flow(3000, 2);
+    EXPECT_EQ(maps_->clock(1).fair_epoch_len_ns, 40 * 8 * 3'076'000u);
+    // An epoch of one flow gives no share: a lone flow has nobody to be unfair to.
+    clock = maps_->clock(1);
+    EXPECT_EQ(clock.fair_flows, 1u);
+    clock.fair_epoch_ns = now_ns() - clock.fair_epoch_len_ns - 1'000'000;
+    maps_->write_clock(1, clock);
+    send_flow(3000, 2);
+    EXPECT_EQ(maps_->clock(1).fair_share_ns, 0u);
 }
 
 // Sparse flows: a flow with nothing of its own queued leaves ahead of the class backlog, within

@@ -118,6 +118,29 @@ TEST_F(Rules, LowestPrefWinsWhateverTheShape)
     EXPECT_EQ(class_of({.dst = "11.0.0.1", .dport = 443}), 3u);
 }
 
+// The datapath caches each flow's classification (bpf/classify.h): a cached answer must never
+// outlive the rule set it came from, nor serve a packet that differs in any matched field.
+TEST_F(Rules, CachedClassificationsFollowEveryRuleChange)
+{
+    const PacketSpec flow{.dst = "10.1.2.3", .dport = 80};
+    rule(10, 2, {.dst = "10.1.0.0/16"});
+    EXPECT_EQ(class_of(flow), 2u);
+    EXPECT_EQ(class_of(flow), 2u);  // from the cache
+    del_rule(*maps_, 10);
+    EXPECT_EQ(class_of(flow), 0u);
+    rule(10, 3, {.dst = "10.1.0.0/16"});
+    EXPECT_EQ(class_of(flow), 3u);
+    rule(5, 4, {.dport = "1-100"});
+    EXPECT_EQ(class_of(flow), 4u);
+    // A later fragment of the flow has no ports: another key.
+    EXPECT_EQ(class_of({.dst = "10.1.2.3", .later_fragment = true}), 3u);
+    EXPECT_EQ(class_of(flow), 4u);
+    // The mark is part of the key.
+    rule(1, 5, {.mark = "7"});
+    EXPECT_EQ(class_of(flow, 7), 5u);
+    EXPECT_EQ(class_of(flow, 0), 4u);
+}
+
 TEST_F(Rules, RulesAreConjunctions)
 {
     rule(10, 2, {.src = "10.0.0.0/24", .dst = "10.0.1.0/24", .proto = "udp", .dport = "5000-5010"});

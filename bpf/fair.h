@@ -1,0 +1,108 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * Fair shares among a class's bulk flows. One clock per class is one FIFO: a flow's throughput
+ * is its share of the backlog, so an aggressive flow (or one that stopped backing off) crowds out
+ * the others. Reordering the FIFO would break the class's exact bound, so fairness acts on
+ * admission instead, the way approximate fair dropping does in switches:
+ *
+ *  - time is cut into epochs; in each, the class counts the bulk flows that sent (the flow table
+ *    remembers which epoch it last counted a flow in), and at its end the share is the class
+ *    time charged in it divided by that count. An epoch lasts 100 ms, or long enough for a share
+ *    of sixteen frames when there are many flows (up to 1 s): shares of a packet or two would
+ *    make every flow look unfair by chance;
+ *  - each flow adds up the class time it is charged in the current epoch; once it exceeds the
+ *    last epoch's share by an eighth (plus a frame), the flow is above its share: one packet
+ *    is CE-marked (ECN-capable, ECN on) or dropped, at most once per epoch per flow. A flow past
+ *    twice its share has not backed off (a UDP flood): the rest of its epoch is dropped;
+ *  - only while the class backlog stands above the CoDel target: below it nobody waits long,
+ *    and backing flows off would only leave the class idle.
+ *
+ * A flow at or below the share is never touched; TCP flows above it back off until they are at
+ * it. Sparse packets are neither counted nor acted on. A dropped packet is charged nowhere.
+ */
+#ifndef SHAPER_FAIR_H
+#define SHAPER_FAIR_H
+
+#include "maps.h"
+
+enum fair_verdict {
+	FAIR_PASS,
+	FAIR_MARKED, /* CE set; the packet is sent and charged */
+	FAIR_DROP,
+};
+
+/* Ends the epoch once it has run its length: the first packet to see that computes the share. */
+static __always_inline void fair_roll_epoch(struct shaper_class_clock *clk,
+					    const struct shaper_class_config *cfg, __u64 now)
+{
+	__u64 start = *(volatile __u64 *)&clk->fair_epoch_ns;
+	__u64 len = clk->fair_epoch_len_ns ? clk->fair_epoch_len_ns : SHAPER_FAIR_EPOCH_NS;
+
+	if (now - start < len)
+		return;
+	if (__sync_val_compare_and_swap(&clk->fair_epoch_ns, start, now) != start)
+		return; /* another CPU rolls it */
+
+	__u64 tat = *(volatile __u64 *)&clk->tat_ns;
+	__u64 flows = __sync_lock_test_and_set(&clk->fair_flows, 0);
+	__u64 charged = tat - clk->fair_epoch_tat_ns;
+
+	clk->fair_epoch_tat_ns = tat;
+	/* A share only from a whole epoch that just ended (not after an idle gap), among two flows
+	 * at least: a lone flow has nobody to be unfair to. */
+	clk->fair_share_ns = (flows >= 2 && now - start < 2 * len) ? charged / flows : 0;
+	/* Sixteen frames per flow: eight times the two frames of the sparse allowance. */
+	len = flows * 8 * cfg->sparse_allowance_ns;
+	clk->fair_epoch_len_ns = len < SHAPER_FAIR_EPOCH_NS	  ? SHAPER_FAIR_EPOCH_NS
+				 : len > SHAPER_FAIR_EPOCH_MAX_NS ? SHAPER_FAIR_EPOCH_MAX_NS
+								  : len;
+	__sync_fetch_and_add(&clk->fair_epoch, 1);
+}
+
+/* Counts a bulk packet of `flow` (cost_ns of class time) and says whether its flow is above its
+ * share. `delay` is the class backlog the packet would wait behind. */
+static __always_inline enum fair_verdict fair_decide(struct __sk_buff *skb, struct shaper_flow *flow,
+						     __u64 owner, const struct shaper_class_config *cfg,
+						     struct shaper_class_clock *clk, __u64 cost_ns,
+						     __u64 delay, __u64 now)
+{
+	fair_roll_epoch(clk, cfg, now);
+
+	__u32 epoch = *(volatile __u32 *)&clk->fair_epoch;
+
+	if (flow->owner != owner) { /* the slot's new flow */
+		flow->owner = owner;
+		flow->fair_acted_epoch = epoch - 1;
+		flow->fair_epoch = epoch - 1;
+	}
+	if (flow->fair_epoch != epoch) {
+		flow->fair_epoch = epoch;
+		flow->fair_charged_ns = 0;
+		__sync_fetch_and_add(&clk->fair_flows, 1);
+	}
+	__u64 charged = flow->fair_charged_ns + cost_ns;
+
+	flow->fair_charged_ns = charged < 0xffffffffull ? charged : 0xffffffffull;
+
+	__u64 share = clk->fair_share_ns;
+
+	if (!share || delay <= cfg->aqm_target_ns || delay <= cfg->aqm_floor_ns ||
+	    charged <= share + share / 8 + cfg->sparse_allowance_ns / 2)
+		return FAIR_PASS;
+	/* Past twice its share a flow has not backed off (UDP floods don't): each further packet
+	 * of the epoch is dropped, so it never holds more than about two shares. Its drops must not
+	 * make it look sparse (nothing queued): it counts as queued up to the backlog. */
+	if (charged > 2 * share + cfg->sparse_allowance_ns) {
+		if (flow->last_departure_ns < now + delay)
+			flow->last_departure_ns = now + delay;
+		return FAIR_DROP;
+	}
+	if (flow->fair_acted_epoch == epoch)
+		return FAIR_PASS;
+	flow->fair_acted_epoch = epoch;
+	if ((cfg->flags & SHAPER_CLASS_ECN) && bpf_skb_ecn_set_ce(skb))
+		return FAIR_MARKED;
+	return FAIR_DROP;
+}
+
+#endif /* SHAPER_FAIR_H */

@@ -1,0 +1,204 @@
+#include "loader/rule_compiler.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <tuple>
+
+#include "loader/error.h"
+
+namespace shaperctl {
+namespace {
+
+// What makes two rules share a tuple.
+auto shape_of(const shaper_rule& r)
+{
+    return std::make_tuple(r.fields, r.family, r.src_plen, r.dst_plen,
+                           (r.fields & SHAPER_RULE_F_MARK) ? r.mark_mask : 0u,
+                           (r.fields & SHAPER_RULE_F_CGROUP) ? r.cgroup_level : 0u);
+}
+
+bool key_less(const shaper_rule_key& a, const shaper_rule_key& b)
+{
+    return std::memcmp(&a, &b, sizeof a) < 0;
+}
+
+// Port space cut at every range's ends: a port's segment id is the piece it falls in.
+struct PortSegments {
+    std::vector<uint32_t> cuts;  // sorted starts of pieces, cuts[0] == 0
+
+    explicit PortSegments(const std::vector<std::pair<uint16_t, uint16_t>>& ranges)
+    {
+        cuts.push_back(0);
+        for (auto [lo, hi] : ranges) {
+            cuts.push_back(lo);
+            cuts.push_back(uint32_t(hi) + 1);
+        }
+        std::sort(cuts.begin(), cuts.end());
+        cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+        while (!cuts.empty() && cuts.back() > 65535)
+            cuts.pop_back();
+    }
+    uint16_t segment(uint32_t port) const
+    {
+        return uint16_t(std::upper_bound(cuts.begin(), cuts.end(), port) - cuts.begin());
+    }
+    std::vector<uint16_t> table() const
+    {
+        std::vector<uint16_t> t(65536);
+        for (uint32_t p = 0; p < 65536; p++)
+            t[p] = segment(p);
+        return t;
+    }
+};
+
+// What bpf/classify.h does to a packet's key for this tuple.
+void mask_key(shaper_rule_key& key, const shaper_tuple& tuple, uint32_t gen, uint32_t index)
+{
+    const uint64_t cgroup = key.cgroup;
+    auto* k = reinterpret_cast<uint8_t*>(&key);
+    const auto* m = reinterpret_cast<const uint8_t*>(&tuple.mask);
+    for (size_t i = 0; i < sizeof key; i++)
+        k[i] &= m[i];
+    key.tuple = uint8_t(gen * SHAPER_MAX_TUPLES + index);
+    key.cgroup = (tuple.fields & SHAPER_RULE_F_CGROUP) ? cgroup : 0;
+}
+
+}  // namespace
+
+std::array<uint8_t, 16> prefix_mask(unsigned plen)
+{
+    std::array<uint8_t, 16> mask{};
+    for (unsigned i = 0; i < 16 && plen; i++) {
+        unsigned bits = std::min(plen, 8u);
+        mask[i] = uint8_t(0xff << (8 - bits));
+        plen -= bits;
+    }
+    return mask;
+}
+
+void validate_rule(const shaper_rule& r)
+{
+    const std::string who = "rule " + std::to_string(r.pref) + ": ";
+    if (r.pref == 0 || r.pref == SHAPER_PREF_NONE)
+        throw Error(who + "pref must be 1 to 4294967294");
+    if (r.fields == 0)
+        throw Error(who + "matches on nothing (use set-default for a device-wide class)");
+    if (r.class_id == 0)
+        throw Error(who + "has no class");
+    const unsigned max_plen = r.family == 4 ? 32 : 128;
+    if ((r.fields & (SHAPER_RULE_F_SRC | SHAPER_RULE_F_DST)) && r.family != 4 && r.family != 6)
+        throw Error(who + "addresses need a family");
+    if (r.src_plen > max_plen || r.dst_plen > max_plen)
+        throw Error(who + "prefix length beyond the address");
+    if ((r.fields & SHAPER_RULE_F_SPORT) && r.sport_lo > r.sport_hi)
+        throw Error(who + "source port range is reversed");
+    if ((r.fields & SHAPER_RULE_F_DPORT) && r.dport_lo > r.dport_hi)
+        throw Error(who + "destination port range is reversed");
+    if ((r.fields & SHAPER_RULE_F_MARK) && (r.mark & ~r.mark_mask))
+        throw Error(who + "mark value has bits outside its mask");
+    if ((r.fields & SHAPER_RULE_F_DSCP) && r.dscp > 63)
+        throw Error(who + "dscp is 0 to 63");
+    if ((r.fields & SHAPER_RULE_F_VLAN) && (r.vlan == 0 || r.vlan > 4094))
+        throw Error(who + "vlan is 1 to 4094");
+}
+
+CompiledRules compile_rules(const std::vector<shaper_rule>& rules,
+                            const std::vector<uint32_t>& slots, uint32_t gen)
+{
+    CompiledRules out;
+    std::vector<std::pair<uint16_t, uint16_t>> sranges, dranges;
+    for (const auto& r : rules) {
+        if (r.fields & SHAPER_RULE_F_SPORT)
+            sranges.push_back({r.sport_lo, r.sport_hi});
+        if (r.fields & SHAPER_RULE_F_DPORT)
+            dranges.push_back({r.dport_lo, r.dport_hi});
+    }
+    const PortSegments ssegs(sranges), dsegs(dranges);
+    out.sport_segs = ssegs.table();
+    out.dport_segs = dsegs.table();
+
+    // Tuples: one per shape, ordered by the best pref among their rules.
+    std::map<decltype(shape_of(rules[0])), uint32_t> best_pref;
+    for (const auto& r : rules) {
+        auto [it, fresh] = best_pref.emplace(shape_of(r), r.pref);
+        if (!fresh)
+            it->second = std::min(it->second, r.pref);
+    }
+    if (best_pref.size() > SHAPER_MAX_TUPLES)
+        throw Error("the rules have " + std::to_string(best_pref.size()) +
+                    " different shapes (fields, prefix lengths, mark masks, cgroup levels); at most " +
+                    std::to_string(SHAPER_MAX_TUPLES) + " are supported");
+    std::vector<std::pair<uint32_t, decltype(shape_of(rules[0]))>> order;
+    for (const auto& [shape, pref] : best_pref)
+        order.push_back({pref, shape});
+    std::sort(order.begin(), order.end());
+
+    std::map<decltype(shape_of(rules[0])), uint32_t> tuple_index;
+    for (size_t i = 0; i < order.size(); i++) {
+        const auto& [pref, shape] = order[i];
+        const auto& [fields, family, src_plen, dst_plen, mark_mask, cgroup_level] = shape;
+        shaper_tuple t{};
+        t.present = 1;
+        t.fields = fields;
+        t.min_pref = pref;
+        t.cgroup_level = cgroup_level;
+        shaper_rule_key& m = t.mask;
+        if (fields & (SHAPER_RULE_F_SRC | SHAPER_RULE_F_DST))
+            m.family = 0xff;
+        auto sm = prefix_mask((fields & SHAPER_RULE_F_SRC) ? src_plen : 0);
+        auto dm = prefix_mask((fields & SHAPER_RULE_F_DST) ? dst_plen : 0);
+        std::memcpy(m.src, sm.data(), 16);
+        std::memcpy(m.dst, dm.data(), 16);
+        m.proto = (fields & SHAPER_RULE_F_PROTO) ? 0xff : 0;
+        m.sport_seg = (fields & SHAPER_RULE_F_SPORT) ? 0xffff : 0;
+        m.dport_seg = (fields & SHAPER_RULE_F_DPORT) ? 0xffff : 0;
+        m.mark = mark_mask;
+        m.priority = (fields & SHAPER_RULE_F_PRIORITY) ? 0xffffffffu : 0;
+        m.dscp = (fields & SHAPER_RULE_F_DSCP) ? 0xff : 0;
+        m.vlan = (fields & SHAPER_RULE_F_VLAN) ? 0xffff : 0;
+        out.tuples.push_back(t);
+        tuple_index[shape] = uint32_t(i);
+    }
+
+    // Index entries: each rule under every port segment its ranges cover. Where two rules of a
+    // tuple share a key, only the lower pref can ever win: keep it.
+    std::map<shaper_rule_key, shaper_rule_match, decltype(&key_less)> index(key_less);
+    for (size_t n = 0; n < rules.size(); n++) {
+        const shaper_rule& r = rules[n];
+        const uint32_t t = tuple_index[shape_of(r)];
+        const shaper_tuple& tuple = out.tuples[t];
+        // The rule's values in a packet's key, masked as the datapath masks packets.
+        shaper_rule_key key{};
+        key.family = r.family;
+        std::memcpy(key.src, r.src, 16);
+        std::memcpy(key.dst, r.dst, 16);
+        key.proto = r.proto;
+        key.mark = r.mark;
+        key.priority = r.priority;
+        key.dscp = r.dscp;
+        key.vlan = r.vlan;
+        key.cgroup = (r.fields & SHAPER_RULE_F_CGROUP) ? r.cgroup_id : 0;
+        const bool sp = r.fields & SHAPER_RULE_F_SPORT, dp = r.fields & SHAPER_RULE_F_DPORT;
+        const uint16_t s_first = sp ? ssegs.segment(r.sport_lo) : 0, s_last = sp ? ssegs.segment(r.sport_hi) : 0;
+        const uint16_t d_first = dp ? dsegs.segment(r.dport_lo) : 0, d_last = dp ? dsegs.segment(r.dport_hi) : 0;
+        for (uint32_t s = s_first; s <= s_last; s++) {
+            for (uint32_t d = d_first; d <= d_last; d++) {
+                key.sport_seg = uint16_t(s);
+                key.dport_seg = uint16_t(d);
+                mask_key(key, tuple, gen, t);
+                shaper_rule_match match{r.pref, r.class_id, slots[n], 0};
+                auto [it, fresh] = index.emplace(key, match);
+                if (!fresh && r.pref < it->second.pref)
+                    it->second = match;
+                if (index.size() > SHAPER_MAX_RULE_ENTRIES / 2)
+                    throw Error("the rules' port ranges expand to more than " +
+                                std::to_string(SHAPER_MAX_RULE_ENTRIES / 2) + " index entries");
+            }
+        }
+    }
+    out.entries.assign(index.begin(), index.end());
+    return out;
+}
+
+}  // namespace shaperctl
