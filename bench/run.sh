@@ -84,6 +84,8 @@ print_table() {
       "  (\($r.control.rules.rules) one by one: ~\($r.control.rules.add_n_rules_one_by_one_estimate_s | f1) s)")
    else empty end),
   "   \("shaperctl add-class, one process per class, each" | pad(58)) \($r.control.cli.add_class_process_ms | f1 | lpad(8)) ms (x 100k: ~\($r.control.cli.add_class_processes_for_100k_s) s)",
+  line("shaperctl apply -f, \($r.control.cli.apply.rules) rules too, from scratch (median)"; $r.control.cli.apply.from_scratch_s; null),
+  line("shaperctl apply -f, the same file again (median)"; $r.control.cli.apply.again_s; null),
   line("shaperctl status --json --sample 0 (the CLI, median)"; $r.control.cli.status_json_sample0_s; $r.control.cli.status_cpu_s) +
     "  \($r.control.cli.status_classes) classes, \($r.control.cli.status_json_bytes / 1e6 | f1) MB, max RSS \($r.control.cli.status_max_rss_kb / 1024 | round) MiB",
   "   in-process, the same work phase by phase:",
@@ -97,7 +99,7 @@ print_table() {
   line("  freeing the DOM"; $sb.json_free_s; $cpu.json_free_s),
   "   alternatives:",
   line("  3 arrays by BPF_MAP_LOOKUP_BATCH (replaces 4 x N lookups)"; $sb.batch_read_total_s; $cpu.batch_read_total_s),
-  line("  classes streamed as text, no DOM (\(if $sb.stream_classes_identical then "same bytes" else "DIFFERENT bytes" end))"; $sb.stream_classes_prototype_s; $cpu.stream_classes_prototype_s),
+  line("  status_json_text(), what the CLI prints (\(if $sb.status_json_text_identical then "same bytes" else "DIFFERENT bytes" end))"; $sb.status_json_text_s; $cpu.status_json_text_s),
   "   \("map memory per class slot (\($r.control.memory.possible_cpus) possible CPUs)" | pad(58)) \($r.control.memory.bytes_per_class_slot | f1 | lpad(8)) B   (\($r.control.memory.bytes_per_class_formula))",
   "   \("  the same on a 64-CPU host (per-CPU stats grow)" | pad(58)) \($r.control.memory.bytes_per_class_slot_at_64_cpus | f1 | lpad(8)) B   (100k classes: \($r.control.memory.bytes_per_class_slot_at_64_cpus * 100000 / 1048576 | f1) MiB)",
   "   \("total at max_classes \($r.control.memory.max_classes): per-class maps + fixed" | pad(58)) \($r.control.memory.total_bytes / 1048576 | f1 | lpad(8)) MiB (\($r.control.memory.per_class_maps_bytes / 1048576 | f1) + \($r.control.memory.fixed_bytes / 1048576 | f1))",
@@ -298,6 +300,29 @@ t1=$(date +%s%N)
 CLI_ADD_US=$(((t1 - t0) / 20000))
 "$SHAPERCTL" -n "$SRC_NS" detach --dev vA >/dev/null
 
+# `apply -f` of a fleet's configuration: $CLASSES classes (1,000 parents, the rest under them)
+# and 10,000 rules of four kinds (dst /32, tcp dport, src /24, fwmark). From scratch (attach
+# included), then the same file again (nothing to change); STATUS_RUNS of each, median.
+APPLY_RULES=10000
+jq -n --argjson n "$CLASSES" --argjson r "$APPLY_RULES" --argjson max "$MAX_CLASSES" '
+  {version: 1, devices: [{device: "vA", mode: "police", max_classes: $max, default_class: 1001,
+    classes: ([range(1; 1001) | {id: ., rate: "1gbit"}] +
+              [range(1001; $n + 1) | {id: ., rate: "\(. % 97 + 1)mbit", parent: (. % 1000 + 1)}]),
+    rules: [range(0; $r) | {pref: (. + 1), class: (1001 + (. * 7) % ($n - 1000))} +
+      (if . % 4 == 0 then {dst: "10.\(. / 65536 | floor % 256).\(. / 256 | floor % 256).\(. % 256)/32"}
+       elif . % 4 == 1 then {proto: "tcp", dport: "\(1000 + .)"}
+       elif . % 4 == 2 then {src: "11.\(. / 256 | floor % 256).\(. % 256).0/24"}
+       else {mark: "\(. + 1)"} end)]}]}' >"$TMP/fleet.json"
+: >"$TMP/apply_times"
+for ((i = 0; i < STATUS_RUNS; i++)); do
+  /usr/bin/time -f '%e' -o "$TMP/time" "$SHAPERCTL" -n "$SRC_NS" apply -f "$TMP/fleet.json" >"$TMP/apply.out"
+  scratch=$(tail -1 "$TMP/time")
+  /usr/bin/time -f '%e' -o "$TMP/time" "$SHAPERCTL" -n "$SRC_NS" apply -f "$TMP/fleet.json" >"$TMP/apply2.out"
+  echo "$scratch $(tail -1 "$TMP/time") $(wc -l <"$TMP/apply.out") $(cat "$TMP/apply2.out" | tr -d '\n')" >>"$TMP/apply_times"
+  "$SHAPERCTL" -n "$SRC_NS" detach --dev vA >/dev/null
+done
+log "  apply -f, $CLASSES classes + $APPLY_RULES rules: $(cut -d' ' -f1-2 "$TMP/apply_times" | tr '\n' ';') (scratch, again)"
+
 # --- cleanup now (the trap would do it on failure), and check that nothing is left ---
 cleanup
 if [ ! -e /sys/fs/bpf/shaperctl ]; then
@@ -314,11 +339,15 @@ mkdir -p "$RESULTS"
 jq -s . "$TMP/blasts.jsonl" >"$TMP/blasts.json"
 jq -R -s 'split("\n") | map(select(length > 0) | split(" ") | map(tonumber) |
   {wall_s: .[0], cpu_s: (.[1] + .[2]), max_rss_kb: .[3]})' "$TMP/status_times" >"$TMP/status_times.json"
+jq -R -s 'split("\n") | map(select(length > 0) | split(" ") |
+  {scratch_s: (.[0] | tonumber), again_s: (.[1] | tonumber), diff_lines: (.[2] | tonumber),
+   again_output: (.[3:] | join(" "))})' "$TMP/apply_times" >"$TMP/apply_times.json"
 jq -n \
   --slurpfile dp "$TMP/datapath.json" \
   --slurpfile cp "$TMP/control.json" \
   --slurpfile bl "$TMP/blasts.json" \
   --slurpfile st "$TMP/status_times.json" \
+  --slurpfile ap "$TMP/apply_times.json" --argjson apply_rules "$APPLY_RULES" \
   --arg date "$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
   --arg commit "${BENCH_COMMIT:-$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)}" \
   --arg dirty "$(git -C "$ROOT" status --porcelain -- bpf loader cli 2>/dev/null | wc -l)" \
@@ -342,6 +371,7 @@ jq -n \
       counted: map(.counted), send_errors: (map(.send_errors) | add)}}) | from_entries) as $v |
   ($st[0] | map(.wall_s) | median) as $status_s |
   ($st[0] | map(.cpu_s) | median) as $status_cpu_s |
+  ($ap[0] | map(.scratch_s) | median) as $apply_s | ($ap[0] | map(.again_s) | median) as $apply_again_s |
   {
     date: $date, commit: $commit, uncommitted_product_files: ($dirty | tonumber),
     host: {cpu: $cpu_model, cpus: $ncpu, kernel: $d.env.kernel, loadavg_before: $load,
@@ -357,7 +387,9 @@ jq -n \
       status_json_sample0_s: ($status_s | r3), status_cpu_s: ($status_cpu_s | r3), status_runs: $st[0],
       status_classes: $status_classes, status_json_bytes: $status_bytes,
       status_max_rss_kb: ($st[0] | map(.max_rss_kb) | max),
-      add_class_process_ms: ($cli_add_us / 1000), add_class_processes_for_100k_s: ($cli_add_us / 1000 * 100 | round)}}),
+      add_class_process_ms: ($cli_add_us / 1000), add_class_processes_for_100k_s: ($cli_add_us / 1000 * 100 | round),
+      apply: {classes: $status_classes, rules: $apply_rules, from_scratch_s: $apply_s,
+              again_s: $apply_again_s, runs: $ap[0]}}}),
     goals: [
       {name: "datapath: 1 class vs clock-and-stamp floor", measured: $d.goal.measured_ns, unit: "ns",
        goal: ($d.goal.floor_ns * 1.5), ratio: ($d.goal.ratio | r3), met: ($d.goal.ratio <= 1.5),
@@ -366,6 +398,9 @@ jq -n \
        measured: ($c.add_classes.write_class_config_loop_s | r3), unit: "s", goal: 1,
        ratio: ($c.add_classes.write_class_config_loop_s | r3), met: ($c.add_classes.write_class_config_loop_s <= 1),
        detail: "batch: \($c.add_classes.update_batch_clock_and_config_s | r3) s; Shaper::add_class: \($c.add_classes.shaper_add_class_loop_s | r3) s"},
+      {name: "shaperctl apply -f, \($status_classes) classes + \($apply_rules) rules, from scratch",
+       measured: $apply_s, unit: "s", goal: 1, ratio: $apply_s, met: ($apply_s <= 1),
+       detail: "median of \($ap[0] | length) runs, attach included; the same file again: \($apply_again_s) s (\($ap[0][0].again_output))"},
       {name: "shaperctl status --json --sample 0, \($status_classes) classes", measured: ($status_s | r3),
        unit: "s", goal: 1, ratio: ($status_s | r3), met: ($status_s <= 1),
        detail: "median of \($st[0] | length) runs of the CLI; CPU (user+sys) \($status_cpu_s | r3) s"}

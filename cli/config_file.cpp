@@ -55,58 +55,77 @@ std::string member_path(const std::string& parent, const std::string& key)
     return parent.empty() ? key : parent + "." + key;
 }
 
-// JSON text into a value, refusing a key repeated in one object (the parser would keep the last
-// one silently). Parse errors keep nlohmann's line and column.
-json parse_json(const std::string& text)
-{
+// Refuses a key repeated in one object (the DOM parser would keep the last one silently),
+// naming its path. A SAX pass of its own: nlohmann's callback parser rescans the enclosing array
+// after every object, quadratic in a file of 100,000 classes.
+class DuplicateKeyCheck {
+public:
+    bool null() { return element(); }
+    bool boolean(bool) { return element(); }
+    bool number_integer(json::number_integer_t) { return element(); }
+    bool number_unsigned(json::number_unsigned_t) { return element(); }
+    bool number_float(json::number_float_t, const std::string&) { return element(); }
+    bool string(std::string&) { return element(); }
+    bool binary(json::binary_t&) { return element(); }
+    bool start_object(size_t) { return open(false); }
+    bool start_array(size_t) { return open(true); }
+    bool end_object() { return close(); }
+    bool end_array() { return close(); }
+    bool key(std::string& key)
+    {
+        Frame& f = frames_.back();
+        f.key = key;
+        if (!f.keys.insert(key).second)
+            fail(member_path(path_to(frames_.size() - 1), key), "key given twice");
+        return true;
+    }
+    bool parse_error(size_t, const std::string&, const json::exception&) { return false; }
+
+private:
     struct Frame {
         bool array = false;
         long index = -1;
         std::string key;
         std::set<std::string> keys;
     };
-    std::vector<Frame> frames;
-    auto path_to = [&](size_t frames_used) {
+    bool element()
+    {
+        if (!frames_.empty() && frames_.back().array)
+            frames_.back().index++;
+        return true;
+    }
+    bool open(bool array)
+    {
+        element();
+        frames_.push_back({array});
+        return true;
+    }
+    bool close()
+    {
+        frames_.pop_back();
+        return true;
+    }
+    std::string path_to(size_t frames_used) const
+    {
         std::string path;
         for (size_t i = 0; i < frames_used; i++) {
-            const Frame& f = frames[i];
+            const Frame& f = frames_[i];
             path = f.array ? path + "[" + std::to_string(f.index) + "]" : member_path(path, f.key);
         }
         return path;
-    };
-    auto element = [&] {
-        if (!frames.empty() && frames.back().array)
-            frames.back().index++;
-    };
-    json::parser_callback_t callback = [&](int, json::parse_event_t event, json& parsed) {
-        switch (event) {
-        case json::parse_event_t::object_start:
-            element();
-            frames.push_back({false});
-            break;
-        case json::parse_event_t::array_start:
-            element();
-            frames.push_back({true});
-            break;
-        case json::parse_event_t::key: {
-            Frame& f = frames.back();
-            f.key = parsed.get<std::string>();
-            if (!f.keys.insert(f.key).second)
-                fail(member_path(path_to(frames.size() - 1), f.key), "key given twice");
-            break;
-        }
-        case json::parse_event_t::value:
-            element();
-            break;
-        case json::parse_event_t::object_end:
-        case json::parse_event_t::array_end:
-            frames.pop_back();
-            break;
-        }
-        return true;
-    };
+    }
+    std::vector<Frame> frames_;
+};
+
+// JSON text into a value, refusing a key repeated in one object. Parse errors keep nlohmann's
+// line and column.
+json parse_json(const std::string& text)
+{
     try {
-        return json::parse(text, callback);
+        DuplicateKeyCheck keys;
+        // A syntax error stops this pass quietly; the parse below reports it.
+        json::sax_parse(text, &keys);
+        return json::parse(text);
     } catch (const json::exception& e) {  // parse_error, or out_of_range for a number like 1e400
         std::string what = e.what();
         if (auto bracket = what.find("] "); what.starts_with("[json.exception") && bracket != std::string::npos)

@@ -323,7 +323,7 @@ int main(int argc, char** argv)
             const auto interval = std::chrono::nanoseconds(sample == "0" ? 0 : parse_time(sample));
             const DeviceStatus st = Shaper::open_unlocked(dev).status(interval);
             if (json)
-                print_json(status_json(st));
+                std::cout << status_json_text(st) << std::endl;
             else
                 std::cout << status_table(st);
         } else if (*list) {

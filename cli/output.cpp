@@ -1,6 +1,8 @@
 #include "output.h"
 
 #include <algorithm>
+#include <array>
+#include <charconv>
 #include <map>
 #include <sstream>
 
@@ -47,37 +49,106 @@ std::string qdisc_summary(const DeviceStatus& st)
 
 }  // namespace
 
-nlohmann::ordered_json status_json(const DeviceStatus& st)
+namespace {
+
+// One class's status fields, in schema order: the single list both the JSON value and the
+// streamed text are made from. Values are numbers, booleans, null, or strings needing no escape.
+struct Scalar {
+    enum Kind { Unsigned, Signed, Bool, Null, Text } kind;
+    uint64_t u = 0;
+    int64_t i = 0;
+    const char* text = nullptr;
+};
+Scalar num(uint64_t v) { return {Scalar::Unsigned, v}; }
+Scalar snum(int64_t v) { return {Scalar::Signed, 0, v}; }
+Scalar flag(bool v) { return {Scalar::Bool, v}; }
+Scalar id_or_null_scalar(uint32_t id) { return id ? num(id) : Scalar{Scalar::Null}; }
+Scalar text(const char* v) { return {Scalar::Text, 0, 0, v}; }
+
+using ClassField = std::pair<const char*, Scalar>;
+
+std::array<ClassField, 25> class_fields(const ClassStatus& c)
 {
-    nlohmann::ordered_json classes = nlohmann::ordered_json::array();
-    for (const ClassStatus& c : st.classes)
-        classes.push_back({
-            {"id", c.spec.id},
-            {"parent", id_or_null(c.spec.parent)},
-            {"rate_bps", c.spec.rate_bps},
-            {"burst_bytes", c.spec.burst_bytes},
-            {"overhead", c.spec.overhead},
-            {"mpu", c.spec.mpu},
-            {"horizon_ns", c.spec.horizon_ns},
-            {"aqm", c.spec.aqm ? "codel" : "off"},
-            {"aqm_target_ns", c.spec.aqm_target_ns},
-            {"aqm_interval_ns", c.spec.aqm_interval_ns},
-            {"ecn", c.spec.ecn},
-            {"sparse_flows", c.spec.sparse},
-            {"fair_shares", c.spec.fair},
-            {"packets", c.counters.packets},
-            {"segments", c.counters.segments},
-            {"bytes", c.counters.bytes},
-            {"drops", c.counters.drops_horizon + c.counters.drops_aqm + c.counters.drops_fair},
-            {"drops_horizon", c.counters.drops_horizon},
-            {"drops_aqm", c.counters.drops_aqm},
-            {"drops_fair", c.counters.drops_fair},
-            {"ecn_marks", c.counters.ecn_marks},
-            {"fair_marks", c.counters.fair_marks},
-            {"sparse", c.counters.sparse},
-            {"backlog_ns", c.backlog_ns},
-            {"rate_estimate_bps", c.rate_estimate_bps},
-        });
+    const ClassCounters& n = c.counters;
+    return {{
+        {"id", num(c.spec.id)},
+        {"parent", id_or_null_scalar(c.spec.parent)},
+        {"rate_bps", num(c.spec.rate_bps)},
+        {"burst_bytes", num(c.spec.burst_bytes)},
+        {"overhead", snum(c.spec.overhead)},
+        {"mpu", num(c.spec.mpu)},
+        {"horizon_ns", num(c.spec.horizon_ns)},
+        {"aqm", text(c.spec.aqm ? "codel" : "off")},
+        {"aqm_target_ns", num(c.spec.aqm_target_ns)},
+        {"aqm_interval_ns", num(c.spec.aqm_interval_ns)},
+        {"ecn", flag(c.spec.ecn)},
+        {"sparse_flows", flag(c.spec.sparse)},
+        {"fair_shares", flag(c.spec.fair)},
+        {"packets", num(n.packets)},
+        {"segments", num(n.segments)},
+        {"bytes", num(n.bytes)},
+        {"drops", num(n.drops_horizon + n.drops_aqm + n.drops_fair)},
+        {"drops_horizon", num(n.drops_horizon)},
+        {"drops_aqm", num(n.drops_aqm)},
+        {"drops_fair", num(n.drops_fair)},
+        {"ecn_marks", num(n.ecn_marks)},
+        {"fair_marks", num(n.fair_marks)},
+        {"sparse", num(n.sparse)},
+        {"backlog_ns", snum(c.backlog_ns)},
+        {"rate_estimate_bps", num(c.rate_estimate_bps)},
+    }};
+}
+
+nlohmann::ordered_json to_json(const Scalar& v)
+{
+    switch (v.kind) {
+    case Scalar::Unsigned: return v.u;
+    case Scalar::Signed: return v.i;
+    case Scalar::Bool: return v.u != 0;
+    case Scalar::Null: return nullptr;
+    case Scalar::Text: return v.text;
+    }
+    return nullptr;
+}
+
+void append(std::string& out, const Scalar& v)
+{
+    char buf[24];
+    switch (v.kind) {
+    case Scalar::Unsigned: out.append(buf, size_t(std::to_chars(buf, buf + sizeof buf, v.u).ptr - buf)); break;
+    case Scalar::Signed: out.append(buf, size_t(std::to_chars(buf, buf + sizeof buf, v.i).ptr - buf)); break;
+    case Scalar::Bool: out += v.u ? "true" : "false"; break;
+    case Scalar::Null: out += "null"; break;
+    case Scalar::Text: out += '"'; out += v.text; out += '"'; break;
+    }
+}
+
+// The classes array as dump(2) prints it one level deep, written straight from the fields:
+// with 100,000 classes, a JSON value per field costs most of a second in allocations.
+std::string classes_text(const std::vector<ClassStatus>& classes)
+{
+    if (classes.empty())
+        return "[]";
+    std::string out = "[\n";
+    out.reserve(classes.size() * 700);
+    for (size_t i = 0; i < classes.size(); i++) {
+        out += "    {\n";
+        const auto fields = class_fields(classes[i]);
+        for (size_t f = 0; f < fields.size(); f++) {
+            out += "      \"";
+            out += fields[f].first;
+            out += "\": ";
+            append(out, fields[f].second);
+            out += f + 1 < fields.size() ? ",\n" : "\n";
+        }
+        out += i + 1 < classes.size() ? "    },\n" : "    }\n";
+    }
+    out += "  ]";
+    return out;
+}
+
+nlohmann::ordered_json status_json_without_classes(const DeviceStatus& st)
+{
     nlohmann::ordered_json rules = nlohmann::ordered_json::array();
     for (const RuleStatus& r : st.rules)
         rules.push_back({{"pref", r.rule.pref},
@@ -93,6 +164,8 @@ nlohmann::ordered_json status_json(const DeviceStatus& st)
         {"mode", mode_name(st.mode)},
         {"attach_point", kAttachPoint},
         {"program_id", st.program_id},
+        {"program_tag", st.program_tag.empty() ? nlohmann::ordered_json(nullptr)
+                                               : nlohmann::ordered_json(st.program_tag)},
         {"qdisc",
          {{"root", st.pacing.root_kind},
           {"queues", st.pacing.queues},
@@ -105,16 +178,39 @@ nlohmann::ordered_json status_json(const DeviceStatus& st)
          {{"packets", st.unclassified.packets},
           {"segments", st.unclassified.segments},
           {"bytes", st.unclassified.bytes}}},
-        {"classes", classes},
+        {"classes", nlohmann::ordered_json::array()},
         {"rules", rules},
     };
+}
+
+}  // namespace
+
+nlohmann::ordered_json status_json(const DeviceStatus& st)
+{
+    nlohmann::ordered_json j = status_json_without_classes(st);
+    nlohmann::ordered_json& classes = j["classes"];
+    for (const ClassStatus& c : st.classes) {
+        nlohmann::ordered_json k = nlohmann::ordered_json::object();
+        for (const auto& [name, value] : class_fields(c))
+            k[name] = to_json(value);
+        classes.push_back(std::move(k));
+    }
+    return j;
+}
+
+std::string status_json_text(const DeviceStatus& st)
+{
+    std::string head = status_json_without_classes(st).dump(2);
+    const std::string slot = "\n  \"classes\": []";
+    return head.replace(head.find(slot) + slot.size() - 2, 2, classes_text(st.classes));
 }
 
 std::string status_table(const DeviceStatus& st)
 {
     std::ostringstream out;
     out << "dev " << st.device.name << " (ifindex " << st.device.ifindex << ")  mode "
-        << mode_name(st.mode) << "  " << kAttachPoint << " prog " << st.program_id << "  "
+        << mode_name(st.mode) << "  " << kAttachPoint << " prog " << st.program_id
+        << (st.program_tag.empty() ? "" : " tag " + st.program_tag) << "  "
         << qdisc_summary(st) << "\n";
     out << "default class "
         << (st.default_class ? std::to_string(st.default_class) : std::string("none"))

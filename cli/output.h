@@ -12,6 +12,8 @@
 namespace shaperctl {
 
 nlohmann::ordered_json status_json(const DeviceStatus& status);
+// status_json(status).dump(2), without building a JSON value per class (100,000 classes).
+std::string status_json_text(const DeviceStatus& status);
 std::string status_table(const DeviceStatus& status);
 
 nlohmann::ordered_json list_json(const std::vector<ManagedDevice>& devices);

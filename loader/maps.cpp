@@ -146,6 +146,45 @@ void ShaperMaps::reset_class_state(uint32_t id) const
     update(stats_.get(), id, zero.data(), "class counters");
 }
 
+namespace {
+
+// Writes `values` (per_key values per key, in key order) under `keys` in batches.
+template <typename Value>
+void update_in_batches(int fd, const std::vector<uint32_t>& keys, const std::vector<Value>& values,
+                       size_t per_key, const char* what)
+{
+    constexpr size_t kBatch = 4096;
+    LIBBPF_OPTS(bpf_map_batch_opts, opts);
+    for (size_t at = 0; at < keys.size(); at += kBatch) {
+        uint32_t count = uint32_t(std::min(kBatch, keys.size() - at));
+        if (bpf_map_update_batch(fd, keys.data() + at, values.data() + at * per_key, &count, &opts))
+            throw Error(errno_message(std::string("cannot write ") + what, errno));
+    }
+}
+
+}  // namespace
+
+void ShaperMaps::add_classes(const std::vector<std::pair<uint32_t, shaper_class_config>>& classes) const
+{
+    std::vector<uint32_t> ids;
+    std::vector<shaper_class_config> configs;
+    for (const auto& [id, config] : classes) {
+        ids.push_back(id);
+        configs.push_back(config);
+    }
+    // State before config, as reset_class_state then write_class_config: a class the datapath
+    // can see is idle with zero counters.
+    update_in_batches(clock_.get(), ids, std::vector<shaper_class_clock>(ids.size()), 1, "class clocks");
+    update_in_batches(aqm_.get(), ids, std::vector<shaper_class_aqm>(ids.size()), 1, "class aqm state");
+    const size_t cpus = size_t(libbpf_num_possible_cpus());
+    for (size_t at = 0; at < ids.size(); at += 4096) {  // per-CPU values: bounded buffers
+        const std::vector<uint32_t> chunk(ids.begin() + at, ids.begin() + std::min(ids.size(), at + 4096));
+        update_in_batches(stats_.get(), chunk, std::vector<shaper_class_stats>(chunk.size() * cpus), cpus,
+                          "class counters");
+    }
+    update_in_batches(config_.get(), ids, configs, 1, "classes");
+}
+
 std::vector<uint32_t> ShaperMaps::class_ids() const
 {
     std::vector<uint32_t> ids;

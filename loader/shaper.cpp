@@ -87,6 +87,20 @@ bool runs_same_program(uint32_t running_id, int prog_fd)
     return running && prog_tag(running.get()) == prog_tag(prog_fd);
 }
 
+// As bpftool prints it; "" if the program is gone.
+std::string prog_tag_hex(uint32_t prog_id)
+{
+    Fd prog(bpf_prog_get_fd_by_id(prog_id));
+    if (!prog)
+        return "";
+    std::string hex;
+    for (uint8_t byte : prog_tag(prog.get())) {
+        hex += "0123456789abcdef"[byte >> 4];
+        hex += "0123456789abcdef"[byte & 15];
+    }
+    return hex;
+}
+
 void pin_program(const Program& program, const std::string& pin_dir)
 {
     const std::string path = pin_dir + "/" + kProgPin;
@@ -332,6 +346,7 @@ void Shaper::apply(const std::vector<ConfigStep>& steps) const
         }
         rules_read = true;
     };
+    std::vector<std::pair<uint32_t, shaper_class_config>> new_classes;
     for (const ConfigStep& step : steps) {
         switch (step.kind) {
         case Kind::SetDefault: {
@@ -340,12 +355,15 @@ void Shaper::apply(const std::vector<ConfigStep>& steps) const
             maps_.set_settings(settings);
             break;
         }
-        case Kind::AddClass: {
-            const auto config = make_class_config(step.after, maps_.max_classes(), default_horizon());
-            maps_.reset_class_state(step.after.id);  // a new class starts idle, with full credit
-            maps_.write_class_config(step.after.id, config);
+        case Kind::AddClass:
+            // A new class starts idle, with full credit. Steps in a row are written together.
+            new_classes.push_back({step.after.id, make_class_config(step.after, maps_.max_classes(),
+                                                                    default_horizon())});
+            if (&step == &steps.back() || (&step + 1)->kind != Kind::AddClass) {
+                maps_.add_classes(new_classes);
+                new_classes.clear();
+            }
             break;
-        }
         case Kind::ChangeClass:
             // The clock stays: no free burst, no stall.
             maps_.write_class_config(step.after.id, make_class_config(step.after, maps_.max_classes(),
@@ -520,6 +538,8 @@ DeviceStatus Shaper::status(std::chrono::nanoseconds sample) const
     st.max_classes = maps_.max_classes();
     if (st.present) {
         st.program_id = egress_filter_prog_id(device_.ifindex);
+        if (st.program_id)
+            st.program_tag = prog_tag_hex(st.program_id);
         st.pacing = inspect_pacing(device_.ifindex);
     }
 

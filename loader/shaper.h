@@ -44,6 +44,7 @@ struct DeviceStatus {
     bool present = true;  // false: the device was deleted while attached
     uint32_t mode = 0;
     uint32_t program_id = 0;
+    std::string program_tag;  // hex hash of its instructions: which build runs ("" if none)
     bool uses_set_tstamp = false;
     PacingSetup pacing;
     uint32_t default_class = 0;

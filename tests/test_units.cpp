@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "loader/error.h"
+#include "output.h"
 #include "units.h"
 
 namespace shaperctl {
@@ -270,3 +271,26 @@ TEST(Units, FormatRoundTrips)
 
 }  // namespace
 }  // namespace shaperctl
+
+// `status --json` streams the classes as text (100,000 of them in half a second); it must be
+// byte for byte what the JSON value prints.
+TEST(StatusJson, StreamedTextIsTheJsonValueDumped)
+{
+    shaperctl::DeviceStatus st;
+    st.device.name = "eth0";
+    EXPECT_EQ(shaperctl::status_json_text(st), shaperctl::status_json(st).dump(2));
+    for (uint32_t id = 1; id <= 3; id++) {
+        shaperctl::ClassStatus c;
+        c.spec.id = id;
+        c.spec.parent = id == 1 ? 0 : 1;
+        c.spec.rate_bps = 1'000'000ull * id;
+        c.spec.overhead = -4;
+        c.spec.aqm = id == 2;
+        c.spec.fair = id != 3;
+        c.counters.packets = 18'446'744'073'709'551'615ull;
+        c.counters.drops_fair = 7;
+        c.backlog_ns = id == 3 ? -5 : 1'500'000;
+        st.classes.push_back(c);
+    }
+    EXPECT_EQ(shaperctl::status_json_text(st), shaperctl::status_json(st).dump(2));
+}
