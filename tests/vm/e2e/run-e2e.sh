@@ -3,26 +3,29 @@
 # kernel) running tests/vm/e2e/e2e.sh, prints one line per case, exits non-zero if any
 # case fails (or the VM does not finish). Builds nothing: give it a built shaperctl.
 #
-# usage: tests/vm/e2e/run-e2e.sh [--bin PATH | PATH] [--verbose] [--log FILE] [--timeout S]
-#          [CASE...]
+# usage: tests/vm/e2e/run-e2e.sh [--bin PATH | PATH] [--next PATH] [--verbose] [--log FILE]
+#          [--timeout S] [CASE...]
 #   PATH      shaperctl binary (default: build/cli/shaperctl)
+#   --next    the newer build the upgrade case attaches over it (default: shaperctl_next
+#             beside PATH, which CMake builds with the tests)
 #   --verbose also show each case's details (they always go to the log)
-#   CASE      baseline tcp100k tcp20m tcp200m flows8 change burst small udp fwd
+#   CASE      baseline tcp100k tcp20m tcp200m flows8 change burst rules small udp fwd upgrade
 #             (default all; attach and detach checks always run)
 # Lines: PASS/FAIL NAME: measured (expected, bound); XFAIL = a known product bug reproduced
 # (does not fail the run), XPASS = that bug no longer reproduces; INFO and SKIP as said.
-# Takes about 2 minutes on a 2-core machine.
+# Takes about 3 minutes on a 2-core machine.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../../.." && pwd)"
-bin="$repo/build/cli/shaperctl" verbose=0 log="" timeout=480
+bin="$repo/build/cli/shaperctl" next="" verbose=0 log="" timeout=480
 cases=()
 
-usage() { sed -n '6,12p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '6,14p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --bin) [ $# -ge 2 ] || usage; bin="$2"; shift 2 ;;
+    --next) [ $# -ge 2 ] || usage; next="$2"; shift 2 ;;
     --verbose|-v) verbose=1; shift ;;
     --log) [ $# -ge 2 ] || usage; log="$2"; shift 2 ;;
     --timeout) [ $# -ge 2 ] || usage; timeout="$2"; shift 2 ;;
@@ -37,15 +40,24 @@ if [ ! -x "$bin" ]; then
   echo "  cmake -S $repo -B $repo/build && make -C $repo/build -j2" >&2
   exit 2
 fi
-[ -n "$log" ] || log="$(mktemp "${TMPDIR:-/tmp}/shaperctl-e2e.XXXXXX.log")"
-# The guest finds the binary as "shaperctl" in /usr/local/bin (run.sh keeps the basename).
-linkdir=""
-trap '[ -z "$linkdir" ] || rm -rf "$linkdir"' EXIT
-if [ "$(basename "$bin")" != shaperctl ]; then
-  linkdir="$(mktemp -d "${TMPDIR:-/tmp}/shaperctl-e2e-bin.XXXXXX")"
-  ln -s "$(readlink -f "$bin")" "$linkdir/shaperctl"
-  bin="$linkdir/shaperctl"
+[ -n "$next" ] || next="$(dirname "$bin")/shaperctl_next"
+if [ ! -x "$next" ]; then
+  echo "run-e2e: note: no newer build at $next: the upgrade case will SKIP"
+  next=""
 fi
+[ -n "$log" ] || log="$(mktemp "${TMPDIR:-/tmp}/shaperctl-e2e.XXXXXX.log")"
+# The guest finds the binaries as "shaperctl" and "shaperctl_next" in /usr/local/bin (run.sh
+# keeps the basename).
+linkdir="$(mktemp -d "${TMPDIR:-/tmp}/shaperctl-e2e-bin.XXXXXX")"
+trap 'rm -rf "$linkdir"' EXIT
+# named PATH NAME: PATH, or a symlink to it named NAME.
+named() {
+  if [ "$(basename "$1")" = "$2" ]; then echo "$1"; return; fi
+  ln -s "$(readlink -f "$1")" "$linkdir/$2"
+  echo "$linkdir/$2"
+}
+bins=(--bin "$(named "$bin" shaperctl)")
+[ -z "$next" ] || bins+=(--bin "$(named "$next" shaperctl_next)")
 load="$(cut -d' ' -f1 /proc/loadavg)"
 if awk -v l="$load" -v n="$(nproc)" 'BEGIN { exit !(l > n) }'; then
   echo "run-e2e: note: host load $load on $(nproc) cpus; the TCG guest will be slow (rate cases may SKIP)"
@@ -53,7 +65,7 @@ fi
 
 start=$SECONDS
 set +e
-"$repo/tests/vm/run.sh" --timeout "$timeout" --bin "$bin" \
+"$repo/tests/vm/run.sh" --timeout "$timeout" "${bins[@]}" \
     --file "$here/lib.sh:/usr/local/share/shaperctl-e2e/lib.sh" \
     "$here/e2e.sh" ${cases[@]+"${cases[@]}"} 2>&1 |
   tee "$log" |
