@@ -29,6 +29,26 @@ static __always_inline __u64 honour_own_departure(const struct __sk_buff *skb, _
 	return departure;
 }
 
+/*
+ * sch_fq queues a packet without a connected socket (forwarded, unconnected UDP, ping) in a
+ * flow chosen by its hash. For packets without ports (ICMP, GRE, ESP, later fragments) that is
+ * a hash of the two addresses: a ping of one class and a backlogged class's packets to the
+ * same host would share one fq flow, and the one stamped earlier would wait behind the other.
+ * Mixing the class into such packets' hash keeps classes apart. Packets with ports hash per
+ * flow already (and bpf_set_hash costs 10 ns): they keep theirs, as do connected sockets'.
+ */
+static __always_inline void separate_fq_flows(struct __sk_buff *skb, struct packet_view *view,
+					      __u32 class_id)
+{
+	struct bpf_sock *sk = skb->sk;
+
+	if (sk && sk->state != BPF_TCP_CLOSE && sk->state != BPF_TCP_LISTEN)
+		return;
+	if (packet_fields(skb, view)->has_ports)
+		return;
+	bpf_set_hash(skb, (flow_hash(skb, view) ^ (class_id * 0x9e3779b9u)) | 1);
+}
+
 static __always_inline void stamp(struct __sk_buff *skb, __u64 departure)
 {
 	if (have_set_tstamp)
@@ -70,8 +90,10 @@ int shaper_egress(struct __sk_buff *skb)
 	case EDT_DROP:
 		return TC_ACT_SHOT;
 	case EDT_SEND:
-		if (settings->mode == SHAPER_MODE_EDT)
+		if (settings->mode == SHAPER_MODE_EDT) {
 			stamp(skb, honour_own_departure(skb, departure, pkt.now));
+			separate_fq_flows(skb, &view, class_id);
+		}
 		return TC_ACT_OK;
 	default:
 		stats_count(SHAPER_STATS_UNCLASSIFIED, pkt.segs,

@@ -33,12 +33,15 @@ static __always_inline __u32 flow_hash(struct __sk_buff *skb, struct packet_view
 
 	if (hash)
 		return hash;
+	if (view->flow_hash)
+		return view->flow_hash;
 	const struct packet_fields *f = packet_fields(skb, view);
 	__u64 h = ((__u64)f->src[0] ^ f->src[1] ^ f->src[2] ^ f->src[3]) * 0x9e3779b97f4a7c15ull +
 		  ((__u64)f->dst[0] ^ f->dst[1] ^ f->dst[2] ^ f->dst[3]) * 0xc2b2ae3d27d4eb4full +
 		  ((__u64)f->sport << 16 | f->dport | (__u64)f->proto << 32) * 0x165667b19e3779f9ull;
 
-	return (__u32)(h >> 32) | 1;
+	view->flow_hash = (__u32)(h >> 32) | 1;
+	return view->flow_hash;
 }
 
 static __always_inline struct shaper_flow *flow_slot(struct __sk_buff *skb,
