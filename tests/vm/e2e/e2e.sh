@@ -86,7 +86,7 @@ sleep_until() {
 # klass NS DEV ARGS...: change-class of class 1 (every case reconfigures it).
 klass() { local ns=$1 dev=$2; shift 2; shaperctl -n "$ns" change-class --dev "$dev" --id 1 "$@"; }
 
-WANT="${*:-baseline tcp100k tcp20m tcp200m flows8 change burst rules small udp fwd upgrade}"
+WANT="${*:-baseline tcp100k tcp20m tcp200m flows8 flood change burst rules small udp fwd upgrade}"
 want() { case " $WANT " in *" $1 "*) return 0 ;; esac; return 1; }
 
 # --- setup ------------------------------------------------------------------
@@ -110,6 +110,7 @@ done
 tc -n rt qdisc replace dev rb root fq_codel limit 1234 || { echo "FAIL setup: fq_codel on rb"; exit 1; }
 iperf_server snd 5201   # via va0
 iperf_server snd 5204   # via va0, sent from port 5204: the rules case puts it in class 2
+iperf_server snd 5205   # via va0, the flood case's UDP
 iperf_server snd 5202   # via va1
 iperf_server snd 5203   # via va2
 iperf_server rcv 5201   # the burst probe sends from snd
@@ -254,6 +255,9 @@ case_tcp200m() {
   check_rate tcp-200mbit "$_g" "$_e" 5
 }
 
+# Jain's index over an iperf3 JSON's streams.
+jain() { jq '[.end.streams[].receiver.bits_per_second] | (add * add) / (length * (map(. * .) | add)) * 10000 | round / 10000' "$1"; }
+
 case_flows8() {
   local _rtts _n _p99 _jain
   begin "8 parallel TCP flows in one 20 Mbit class on va0 and a ping (sparse flow), 6 s"
@@ -265,7 +269,7 @@ case_flows8() {
   wait $_bulk
   iperf_failed tcp-8flows-20mbit /tmp/p8.json && return
   _per=$(jq -r '[.end.streams[].receiver.bits_per_second / 1e6 | . * 100 | round / 100] | sort | join(" ")' /tmp/p8.json)
-  _jain=$(jq '[.end.streams[].receiver.bits_per_second] | (add * add) / (length * (map(. * .) | add))' /tmp/p8.json)
+  _jain=$(jain /tmp/p8.json)
   check_rate tcp-8flows-20mbit "$(jq '.end.sum_received.bits_per_second' /tmp/p8.json)" \
     "$(calc "20e6 * $TCP_FRAC")" 5 "per flow $_per Mbit/s, Jain $_jain"
   # Issue 6: the ping leaves ahead of the backlog (plain EDT: ~400 ms). Bounds generous for TCG.
@@ -277,9 +281,63 @@ case_flows8() {
   else
     result FAIL sparse-ping-under-8flows "ping p99 ${_p99:-?} ms over $_n replies (bound 20 ms)"
   fi
-  # No per-flow fair share among bulk flows yet (issue 6): reported, not asserted.
-  result INFO fairness-8flows "Jain $_jain over the 8 bulk flows in 6 s"
+  # Fair shares (issue 6): the bench measures 0.999 over 14 s; a generous bound for 6 s on TCG.
+  if cond "$_jain >= 0.95"; then
+    result PASS fairness-8flows "Jain $_jain over the 8 bulk flows in 6 s (bound 0.95)"
+  else
+    result FAIL fairness-8flows "Jain $_jain over the 8 bulk flows in 6 s (bound 0.95)"
+  fi
 
+}
+
+case_flood() {
+  local _rtts _n _p99 _j _tcp _udp _share
+  begin "8 TCP flows + a 100 Mbit UDP flood (5x) in one 20 Mbit class on va0, and a ping, 8 s"
+  klass snd va0 --rate 20mbit || { result FAIL udp-flood-in-class "change-class failed"; return; }
+  iperf_rx rcv 10.0.0.1 5201 /tmp/fl-tcp.json -t 8 -P 8 &
+  local _bulk=$!
+  iperf_rx rcv 10.0.0.1 5205 /tmp/fl-udp.json -t 8 -u -b 100M -l 1400 &
+  local _flood=$!
+  sleep 2
+  nsx snd "${PING:-ping}" -n -i 0.05 -c 100 10.0.0.2 >/tmp/fl-ping.txt 2>&1 || true
+  wait $_bulk $_flood
+  iperf_failed udp-flood-in-class /tmp/fl-tcp.json && return
+  _tcp=$(jq '.end.sum_received.bits_per_second / 1e6 * 100 | round / 100' /tmp/fl-tcp.json)
+  _udp=$(jq '(.end.sum_received // .end.sum).bits_per_second / 1e6 * 100 | round / 100' /tmp/fl-udp.json)
+  _j=$(jain /tmp/fl-tcp.json)
+  _rtts=$(grep -o 'time=[0-9.]*' /tmp/fl-ping.txt | cut -d= -f2)
+  _n=$(echo "$_rtts" | grep -c . || true)
+  _p99=$(echo "$_rtts" | p99)
+  _share=$(awk 'BEGIN { printf "%.2f", 20 / 9 }')
+  # The flood is held near two fair shares (of 9 flows); the TCP flows share the rest evenly;
+  # the ping leaves ahead of the backlog. Bounds generous for TCG.
+  _msg="ping p99 ${_p99:-?} ms over $_n replies; TCP $_tcp Mbit/s (Jain $_j), UDP $_udp Mbit/s (share $_share)"
+  if [ "$_n" -ge 80 ] && cond "${_p99:-1e9} <= 20 && $_j >= 0.95 && $_udp <= 3 * $_share && $_tcp >= 12"; then
+    result PASS udp-flood-in-class "$_msg"
+  else
+    result FAIL udp-flood-in-class "$_msg (bounds: p99 20 ms, Jain 0.95, UDP 3 shares, TCP 12 Mbit/s)"
+  fi
+  # sch_fq hashes socketless and unconnected packets into flows, pings by address alone; the
+  # class goes into that hash, so a ping of class 1 never queues in class 9's fq flow.
+  run_ok fq-flows-apart shaperctl -n snd add-class --dev va0 --id 9 --rate 100kbit --horizon 3s &&
+    run_ok fq-flows-apart shaperctl -n snd add-rule --dev va0 --class 9 --pref 9 --mark 9 || return
+  nsx snd "${PING:-ping}" -n -m 9 -s 1000 -i 0.01 -w 6 10.0.0.2 >/dev/null 2>&1 &
+  local _slow=$!
+  sleep 1
+  nsx snd "${PING:-ping}" -n -i 0.05 -c 60 10.0.0.2 >/tmp/fq-ping.txt 2>&1 || true
+  wait $_slow || true
+  _rtts=$(grep -o 'time=[0-9.]*' /tmp/fq-ping.txt | cut -d= -f2)
+  _n=$(echo "$_rtts" | grep -c . || true)
+  _p99=$(echo "$_rtts" | p99)
+  _msg="class 1 ping p99 ${_p99:-?} ms over $_n replies while class 9 (100 kbit) holds seconds of pings to the same host"
+  if [ "$_n" -ge 55 ] && cond "${_p99:-1e9} <= 20"; then
+    result PASS fq-flows-apart "$_msg"
+  else
+    result FAIL fq-flows-apart "$_msg (bound 20 ms)"
+  fi
+  shaperctl -n snd del-rule --dev va0 --pref 9 >/dev/null
+  wait_drained snd va0 9 >/dev/null 2>&1 || sleep 3
+  shaperctl -n snd del-class --dev va0 --id 9 >/dev/null || true
 }
 
 case_change() {
@@ -841,6 +899,7 @@ if [ "$ATTACH_OK" = 1 ]; then
   want tcp20m && case_tcp20m
   want tcp200m && case_tcp200m
   want flows8 && case_flows8
+  want flood && case_flood
   want change && case_change
   want burst && case_burst
   want rules && case_rules
