@@ -48,6 +48,26 @@ uint32_t pinned_max_entries(const std::string& pin_dir, const char* map_name)
     return err ? 0 : info.max_entries;
 }
 
+// Pinned maps of another map format (an older shaperctl) cannot be reused: say so plainly
+// instead of libbpf's "parameter mismatch". Settings keep one layout across versions.
+void check_pinned_abi(const std::string& pin_dir)
+{
+    if (pin_dir.empty())
+        return;
+    int fd = bpf_obj_get((pin_dir + "/shaper_settings").c_str());
+    if (fd < 0)
+        return;
+    shaper_settings settings{};
+    const uint32_t key = 0;
+    const int err = bpf_map_lookup_elem(fd, &key, &settings);
+    ::close(fd);
+    if (!err && settings.abi_version && settings.abi_version != SHAPER_ABI_VERSION)
+        throw Error("the device was attached by a shaperctl with map format " +
+                    std::to_string(settings.abi_version) + "; this one uses format " +
+                    std::to_string(SHAPER_ABI_VERSION) +
+                    ": save it with `shaperctl dump`, detach it, then attach (or apply) again");
+}
+
 std::string load_failure(int err)
 {
     if (err == -EPERM)
@@ -76,6 +96,7 @@ Program Program::load(const ProgramOptions& options)
     if (!options.pin_dir.empty())
         open_opts.pin_root_path = options.pin_dir.c_str();
 
+    check_pinned_abi(options.pin_dir);
     shaper_bpf* skel = shaper_bpf__open_opts(&open_opts);
     if (!skel)
         throw Error(load_failure(-errno));

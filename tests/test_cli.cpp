@@ -16,6 +16,7 @@
 
 #include "loader/cgroup.h"
 #include "loader/device.h"
+#include "loader/maps.h"
 #include "netns.h"
 #include "shaperctl_process.h"
 
@@ -254,6 +255,22 @@ TEST_F(Cli, AttachedProgramRunThroughItsPinChargesTheClass)
     json c = status()["classes"][0];
     EXPECT_EQ(c["packets"], 3);
     EXPECT_EQ(c["bytes"], 3 * 1024);
+}
+
+// Pins an older shaperctl left (another map format) are refused in plain words, and nothing
+// running changes.
+TEST_F(Cli, PinsOfAnotherMapFormatAreRefusedPlainly)
+{
+    ok("attach --dev sh0 --mode police");
+    const shaperctl::ShaperMaps maps = shaperctl::ShaperMaps::open_pinned(pin_dir());
+    shaper_settings settings = maps.settings();
+    settings.abi_version = SHAPER_ABI_VERSION - 1;
+    maps.set_settings(settings);
+    const json before = status();
+    refused("attach --dev sh0 --mode police", "map format " + std::to_string(SHAPER_ABI_VERSION - 1));
+    EXPECT_EQ(status()["program_id"], before["program_id"]);
+    ok("detach --dev sh0");
+    ok("attach --dev sh0 --mode police");
 }
 
 TEST_F(Cli, RulesAreAddedShownAndDeleted)
