@@ -4,7 +4,10 @@
 #   1. one TCP flow (GSO/TSO on) at 100 kbit (15 s; again, 12 s, with tcp_tso_rtt_log=0),
 #      2 Mbit (10 s), 20 and 200 Mbit (5 s);
 #   2. 8 bulk TCP flows in 20 Mbit + a ping every 50 ms (RTT p50/p99, Jain's index);
-#   3. 100-byte UDP datagrams offered at 8 Mbit/s of payload into a 4 Mbit class.
+#   3. the same with 64 bulk TCP flows;
+#   4. 8 bulk TCP flows + a UDP flood at 100 Mbit (5x the rate, 1400-byte datagrams) in 20 Mbit
+#      + the ping: TCP and UDP goodput, their total against the expected;
+#   5. 100-byte UDP datagrams offered at 8 Mbit/s of payload into a 4 Mbit class.
 # Per row: configured rate, expected and measured goodput, error %, drops (and ECN marks),
 # TCP retransmissions, the exact commands. No assertions: some shapers fail some scenarios.
 #
@@ -12,10 +15,13 @@
 #
 # Writes DIR/accuracy.json, DIR/accuracy.md (also printed) and DIR/accuracy.png (gnuplot on the
 # host); DIR defaults to bench/results. Scenario names for --only: tcp100k tcp100k0 tcp2m
-# tcp20m tcp200m flows8 udp. About 8-9 minutes on the 2-core dev box. Pacing needs sch_fq, so the
+# tcp20m tcp200m flows8 flows64 udpflood udp (a partial run rewrites DIR's files with its rows
+# alone: give it another --out). About 11 minutes on the 2-core dev box. Pacing needs sch_fq, so the
 # measurement runs in the stock-kernel VM (tests/vm/run.sh: Debian 12's cloud kernel 6.1, qemu
 # TCG); everything it creates lives and dies in the VM.
 set -u
+
+ALL_SCENARIOS="tcp100k tcp100k0 tcp2m tcp20m tcp200m flows8 flows64 udpflood udp"
 
 # ================================= on the host ==========================================
 
@@ -29,9 +35,12 @@ if [ -z "${SHAPERCTL_VM:-}" ]; then
       --out) out="$2"; shift 2 ;;
       --only) only="$2"; shift 2 ;;
       --report) report=1; shift ;;
-      -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+      -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
       *) echo "usage: $0 [--bin PATH] [--out DIR] [--only \"SCENARIO...\"]" >&2; exit 2 ;;
     esac
+  done
+  for s in $only; do
+    case " $ALL_SCENARIOS " in *" $s "*) ;; *) echo "accuracy: unknown scenario $s ($ALL_SCENARIOS)" >&2; exit 2 ;; esac
   done
   [ "$report" = 1 ] || [ -x "$bin" ] || { echo "accuracy: no shaperctl at $bin (make -C build -j2 shaperctl)" >&2; exit 2; }
   for t in jq awk; do command -v $t >/dev/null || { echo "accuracy: $t missing" >&2; exit 2; }; done
@@ -48,7 +57,7 @@ if [ -z "${SHAPERCTL_VM:-}" ]; then
     echo "accuracy: booting the stock-kernel VM (host load $load0)"
     # Rows come back as "@@ACC {json}" lines; everything else is progress, shown as it comes.
     # shellcheck disable=SC2086
-    "$repo/tests/vm/run.sh" --timeout 900 --bin "$tmp/bin/shaperctl" \
+    "$repo/tests/vm/run.sh" --timeout 1200 --bin "$tmp/bin/shaperctl" \
       --file "$repo/tests/vm/e2e/lib.sh:/usr/local/share/shaperctl-e2e/lib.sh" "$0" $only \
       2>&1 | tee "$tmp/console.txt" | grep --line-buffered -v '^@@ACC '
     rc=$(sed -n 's/^run.sh: scenario .* exited \([0-9]*\).*/\1/p' "$tmp/console.txt")
@@ -63,8 +72,8 @@ if [ -z "${SHAPERCTL_VM:-}" ]; then
     dirty=$(git -C "$repo" status --porcelain -- bpf loader cli 2>/dev/null | wc -l)
     jq -s --argjson secs "$secs" --arg load0 "$load0" --arg load1 "$load1" --arg commit "$commit" \
        --argjson dirty "$dirty" --arg host "$(uname -r)" --arg date "$(date -u +%FT%TZ)" \
-       --argjson meta "${meta:-null}" --arg status "${rc:-none}" '
-      { bench: "accuracy", date: $date, commit: $commit, uncommitted_files_in_bpf_loader_cli: $dirty,
+       --argjson meta "${meta:-null}" --arg status "${rc:-none}" --arg only "$only" '
+      { bench: "accuracy", date: $date, commit: $commit, only: (if $only == "" then null else $only end), uncommitted_files_in_bpf_loader_cli: $dirty,
         host_kernel: $host, host_load_before: $load0, host_load_after: $load1,
         vm: ($meta.meta // null), vm_status: $status, wall_seconds: $secs,
         method: {
@@ -72,11 +81,13 @@ if [ -z "${SHAPERCTL_VM:-}" ]; then
           goodput: "measured_bps: least-squares slope of the receiver cumulative bytes, iperf3 intervals of 0.1 s, the first skip_seconds and the last interval left out (robust to where the window cuts the 64 KB steps of GSO bursts at low rates); window_mean_bps: the plain mean over the same window",
           tcp_expected: "rate x 1448/1538: 1448 payload bytes per 1514-byte frame (20 IP + 20 TCP + 12 timestamps + 14 Ethernet) + 24 bytes of L1 overhead",
           udp_expected: "rate x 100/166: 100 payload bytes per 142-byte frame (8 UDP + 20 IP + 14 Ethernet) + 24 bytes of L1 overhead; frames at rate x 142/166",
-          expected_own: "what the shaper would deliver by its own accounting: FQ counts frames without overhead (x1538/1514 for TCP, x166/142 for UDP), and maxrate is per flow (x8 with 8 flows, capped by the VM ceiling)",
+          flood_expected: "udpflood: the TCP and UDP goodputs are measured apart (each a slope as above) and added; expected is what a wire-exact shaper delivers for the measured mix: rate x (tcp + udp) / (tcp x 1538/1448 + udp x 1466/1400), 1400 payload bytes per 1442-byte UDP frame + 24",
+          expected_own: "what the shaper would deliver by its own accounting: FQ counts frames without overhead (x1538/1514 for TCP, x166/142 for UDP), and maxrate is per flow (x8 with 8 flows, x64 with 64, 8 TCP + 1 UDP with the flood; capped by the VM ceiling)",
           error_pct: "(measured / expected - 1) x 100, against the wire-accurate expectation",
-          ping: "iputils ping -i 0.05 from s while the 8 bulk flows run; p50/p99 nearest rank over the replies",
-          jain: "Jain index (sum x)^2 / (n sum x^2) over the 8 flows bytes in the measured intervals",
-          drops: "shaperctl: class drops (horizon + AQM) + sch_fq drops; tc shapers: the largest drop count of any qdisc in the tree (the root counts its children enqueue drops, fq_codel counts its own)"
+          ping: "iputils ping -i 0.05 -c 120 from s while the bulk flows run, from skip_seconds + 1 s after they start; p50/p99 nearest rank over the replies",
+          jain: "Jain index (sum x)^2 / (n sum x^2) over the TCP flows bytes in the measured intervals (the UDP flood left out)",
+          drops: "shaperctl: class drops (horizon + AQM + fair share) + sch_fq drops; tc shapers: the largest drop count of any qdisc in the tree (the root counts its children enqueue drops, fq_codel counts its own)",
+          marks: "shaperctl: CE marks by CoDel + by fair shares; tc shapers: fq_codel CE marks"
         },
         rows: map(select(.meta | not)) }' "$tmp/rows.jsonl" >"$out/accuracy.json"
 
@@ -99,7 +110,9 @@ if [ -z "${SHAPERCTL_VM:-}" ]; then
       " | \(.error_pct | pct)\(if .expected_own_bps != null and .expected_own_bps != .expected_bps then " (own \(.error_own_pct | pct))" else "" end)" +
       " | \(if .ping == null then "–" else "\(.ping.p50_ms | ms) / \(.ping.p99_ms | ms)\(if .ping.lost > 0 then " (\(.ping.lost) of 120 lost)" else "" end)" end)" +
       " | \(if .jain == null then "–" else (.jain | fix(4)) end) | \(.drops // "–") | \(.marks // "–") | \(.retransmits // "–")" +
-      " | \([(if .udp != null then "sent \(.udp.packets), lost \(.udp.lost)" else empty end),
+      " | \([(.note // empty),
+             (if .split != null then "TCP \(.split.tcp_bps | rate) + UDP \(.split.udp_bps | rate)" else empty end),
+             (if .udp != null then "\(if .split != null then "UDP " else "" end)sent \(.udp.packets), lost \(.udp.lost)" else empty end),
              (if .window_mean_bps != null and .expected_bps != null and ((.window_mean_bps - .measured_bps) / .expected_bps | fabs) > 0.01
               then "window mean \(.window_mean_bps | rate)" else empty end),
              (if .rate_bps != null and .rate_bps <= 2e6 and .largest_interval_bytes != null
@@ -110,7 +123,7 @@ if [ -z "${SHAPERCTL_VM:-}" ]; then
   {
     echo "# shaperctl vs HTB, TBF, FQ maxrate: accuracy and latency"
     echo
-    jq -r '"Run \(.date), commit \(.commit) (+\(.uncommitted_files_in_bpf_loader_cli) uncommitted files in bpf/ loader/ cli/), guest kernel \(.vm.kernel // "?") under qemu TCG (2 vCPUs), host load \(.host_load_before) → \(.host_load_after), \(.wall_seconds) s wall. Command: `sudo bench/accuracy.sh`."' "$out/accuracy.json"
+    jq -r '"Run \(.date), commit \(.commit) (+\(.uncommitted_files_in_bpf_loader_cli) uncommitted files in bpf/ loader/ cli/), guest kernel \(.vm.kernel // "?") under qemu TCG (2 vCPUs), host load \(.host_load_before) → \(.host_load_after), \(.wall_seconds) s wall. Command: `sudo bench/accuracy.sh\(if .only then " --only \"\(.only)\"" else "" end)`."' "$out/accuracy.json"
     echo
     cat "$tmp/table.md"
     echo
@@ -118,7 +131,9 @@ if [ -z "${SHAPERCTL_VM:-}" ]; then
     echo "and last interval left out); \"window mean\" is noted where the plain mean differs by over 1 point."
     echo "Expected: TCP rate × 1448/1538, UDP (100-byte datagrams) rate × 100/166 — what a shaper that"
     echo "charges every frame plus 24 bytes of L1 overhead delivers. \"own\": the error against the shaper's"
-    echo "own accounting (FQ maxrate: frames without overhead, per flow). Rates in bit/s (k = 10³, M = 10⁶)."
+    echo "own accounting (FQ maxrate: frames without overhead, per flow). udpflood: measured is TCP + UDP,"
+    echo "expected is for the measured mix (the 1400-byte datagrams: × 1400/1466); Jain is over the TCP"
+    echo "flows. Marks: CE marks (shaperctl: CoDel + fair shares). Rates in bit/s (k = 10³, M = 10⁶)."
     echo "Exact commands per row: accuracy.json (.rows[].commands, .rows[].traffic)."
   } >"$out/accuracy.md"
   echo
@@ -131,7 +146,8 @@ if [ -z "${SHAPERCTL_VM:-}" ]; then
       ["shaperctl", "shaperctl + codel", "HTB", "HTB + fq_codel", "TBF", "FQ maxrate"] as $sh
       | .rows as $r | ($r | map(.scenario)) as $have
       | (["scenario"] + $sh | @tsv),
-        (["tcp-100kbit", "tcp-100kbit-rttlog0", "tcp-2mbit", "tcp-20mbit", "tcp-200mbit", "8flows-20mbit", "udp100B-4mbit"][]
+        (["tcp-100kbit", "tcp-100kbit-rttlog0", "tcp-2mbit", "tcp-20mbit", "tcp-200mbit", "8flows-20mbit",
+          "64flows-20mbit", "udpflood-20mbit", "udp100B-4mbit"][]
          | select(. as $s | $have | index($s)) as $s
          | [$s] + [$sh[] as $x | ([$r[] | select(.scenario == $s and .shaper == $x) | .error_pct][0] // "?")] | @tsv)
     ' "$out/accuracy.json" >"$tmp/err.dat"
@@ -139,8 +155,15 @@ if [ -z "${SHAPERCTL_VM:-}" ]; then
     clipped=$(jq -r '[.rows[] | select(.error_pct != null and (.error_pct > 10 or .error_pct < -10))
       | "\(.shaper), \(.scenario): \(if .error_pct > 0 then "+" else "" end)\(.error_pct * 10 | round / 10) %"] | join("\\n")' \
       "$out/accuracy.json")
-    jq -r '.rows[] | select(.ping != null and .ping.p50_ms != null) | [.shaper, .ping.p50_ms, .ping.p99_ms] | @tsv' \
-      "$out/accuracy.json" >"$tmp/ping.dat"
+    # ping p50 and p99 per shaper (rows) in each scenario with a ping (column pairs), "?" if none.
+    ping_sc="8flows-20mbit 64flows-20mbit udpflood-20mbit"
+    jq -r --arg sc "$ping_sc" '($sc | split(" ")) as $sc | [.rows[] | select(.ping.p50_ms != null)] as $r
+      | ($r | map(.shaper) | unique) as $have
+      | ["shaperctl", "shaperctl + codel", "HTB", "HTB + fq_codel", "TBF", "FQ maxrate"][]
+      | select(. as $x | $have | index($x)) as $x
+      | [$x] + [$sc[] as $s | ([$r[] | select(.scenario == $s and .shaper == $x) | .ping][0] // {})
+                | (.p50_ms // "?"), (.p99_ms // "?")] | @tsv' "$out/accuracy.json" >"$tmp/ping.dat"
+    ping_tics=$(awk -F '\t' '{ printf "%s\"%s\" %d", (NR > 1 ? ", " : ""), $1, NR - 1 }' "$tmp/ping.dat")
     layout="1,1" size="900,560"
     [ -s "$tmp/ping.dat" ] && layout="1,2" size="1500,600"
     {
@@ -150,7 +173,7 @@ set output "$out/accuracy.png"
 set datafile separator "\t"
 set datafile missing "?"
 set multiplot layout $layout title "shaperctl vs HTB / TBF / FQ maxrate — same traffic, one VM run (Debian 12 kernel 6.1, qemu TCG)"
-set title "goodput error vs rate × 1448/1538 (TCP) or × 100/166 (UDP 100 B); axis clipped at ±10 %"
+set title "goodput error vs rate × 1448/1538 (TCP), × 100/166 (UDP 100 B), for the mix (TCP + flood); axis clipped at ±10 %"
 set style data histograms
 set style histogram clustered gap 1
 set style fill solid 0.85 border -1
@@ -169,12 +192,16 @@ unset label 1
 GP
       if [ -s "$tmp/ping.dat" ]; then
         cat <<GP
-set title "ping RTT under 8 bulk TCP flows in a 20 Mbit class (log scale)"
+set title "ping RTT in a 20 Mbit class under bulk TCP flows (log scale; open: p50, filled: p99)"
 set logscale y
 set yrange [*:*]
+set xrange [-0.5:$(wc -l <"$tmp/ping.dat") - 0.5]
 set ylabel "ms"
-set key inside top right vertical noautotitle
-plot "$tmp/ping.dat" using 2:xtic(1) title "p50", "" using 3 title "p99"
+set key inside top left vertical noautotitle
+set xtics ($ping_tics)
+plot for [i=0:2] "$tmp/ping.dat" using (\$0 + (i - 1) * 0.22):(column(3 + 2 * i)) \\
+       with points pt 7 ps 1.3 lc i + 1 title word("$ping_sc", i + 1), \\
+     for [i=0:2] "" using (\$0 + (i - 1) * 0.22):(column(2 + 2 * i)) with points pt 6 ps 1.3 lc i + 1 notitle
 GP
       fi
       echo "unset multiplot"
@@ -194,7 +221,7 @@ fi
 # busybox sh. Topology: s: va 10.9.0.1 <-veth-> r: vb 10.9.0.2, the shaper on va's egress.
 
 . /usr/local/share/shaperctl-e2e/lib.sh
-SCENARIOS="${*:-tcp100k tcp100k0 tcp2m tcp20m tcp200m flows8 udp}"
+SCENARIOS="${*:-$ALL_SCENARIOS}"
 want() { case " $SCENARIOS " in *" $1 "*) return 0 ;; esac; return 1; }
 PORT=5300
 T_ALL=$(uptime_s)
@@ -275,9 +302,10 @@ counters() {
   case "$1" in
     shaperctl*)
       status_json s va | jq -c --argjson fq "$(fq_drops s va)" '.classes[0] as $c |
-        {drops: ($c.drops + $fq), marks: $c.ecn_marks,
-         detail: {drops_horizon: $c.drops_horizon, drops_aqm: $c.drops_aqm, fq_drops: $fq,
-                  ecn_marks: $c.ecn_marks, sparse: $c.sparse, packets: $c.packets,
+        {drops: ($c.drops + $fq), marks: ($c.ecn_marks + ($c.fair_marks // 0)),
+         detail: {drops_horizon: $c.drops_horizon, drops_aqm: $c.drops_aqm, drops_fair: $c.drops_fair,
+                  fq_drops: $fq, ecn_marks: $c.ecn_marks, fair_marks: $c.fair_marks,
+                  sparse: $c.sparse, packets: $c.packets,
                   segments: $c.segments, bytes_charged: $c.bytes}}' ;;
     none) echo '{"drops": null, "marks": null, "detail": null}' ;;
     *)
@@ -287,29 +315,54 @@ counters() {
   esac
 }
 
-# traffic NAME KIND SECONDS ARGS...: one-off iperf3 server in s, client in r with -R (and for
-# KIND bulk8, a ping from s). Output in /tmp/NAME.json, the command lines in TRAFFIC.
-traffic() {
-  local _name=$1 _kind=$2 _t=$3 _pid _bulk _srv
+# server PORT: a one-off iperf3 server in s, in the background ($! is its pid).
+server() {
+  nsx s "$IPERF3" -s -1 -p "$1" >"/tmp/srv-$1.log" 2>&1 &
+  wait_listen s "$1" || echo "  ! iperf3 server on port $1 did not listen" >&2
+  TRAFFIC="${TRAFFIC}ip netns exec s iperf3 -s -1 -p $1
+"
+}
+# client OUT PORT SECONDS ARGS...: the iperf3 client in r with -R, in the background ($! is its
+# pid), JSON in OUT. A hard deadline: at low rates iperf3's control messages queue behind the data.
+client() {
+  local _out=$1 _port=$2 _t=$3
   shift 3
-  nsx s "$IPERF3" -s -1 -p $PORT >/tmp/srv.log 2>&1 &
+  TRAFFIC="${TRAFFIC}ip netns exec r iperf3 -c 10.9.0.1 -p $_port -R -J -t $_t $*
+"
+  timeout $((_t + 90)) "$IP" netns exec r "$IPERF3" -c 10.9.0.1 -p "$_port" -R -J -t "$_t" "$@" \
+    >"$_out" 2>"$_out.err" &
+}
+# The UDP flood of KIND flood: 5x the 20 Mbit class, 1400-byte datagrams.
+FLOOD="-u -b 100M -l 1400 -i 0.1"
+# traffic NAME KIND SECONDS SKIP ARGS...: the iperf3 test, output in /tmp/NAME.json, the command
+# lines in TRAFFIC. KIND tcp1 or udp: that test alone; bulk: plus a ping from s, SKIP + 1 s after
+# the start, into /tmp/NAME.ping; flood: bulk plus FLOOD from a second server, /tmp/NAME.udp.json.
+traffic() {
+  local _name=$1 _kind=$2 _t=$3 _skip=$4 _bulk _fl="" _srv _srv2=""
+  shift 4
+  TRAFFIC="$TRAFFIC_PRE"
+  server $PORT
   _srv=$!
-  wait_listen s $PORT || echo "  ! iperf3 server did not listen" >&2
-  TRAFFIC="${TRAFFIC_PRE}ip netns exec s iperf3 -s -1 -p $PORT
-ip netns exec r iperf3 -c 10.9.0.1 -p $PORT -R -J -t $_t $*"
-  # A hard deadline: at low rates iperf3's control messages queue behind the data.
-  timeout $((_t + 90)) "$IP" netns exec r "$IPERF3" -c 10.9.0.1 -p $PORT -R -J -t "$_t" "$@" \
-    >"/tmp/$_name.json" 2>"/tmp/$_name.err" &
+  if [ "$_kind" = flood ]; then
+    server $((PORT + 500))
+    _srv2=$!
+  fi
+  client "/tmp/$_name.json" $PORT "$_t" "$@"
   _bulk=$!
-  if [ "$_kind" = bulk8 ]; then
-    sleep 2
-    TRAFFIC="$TRAFFIC
-ip netns exec s ping -n -i 0.05 -c 120 10.9.0.2   (2 s after the bulk flows start)"
+  if [ "$_kind" = flood ]; then
+    # shellcheck disable=SC2086
+    client "/tmp/$_name.udp.json" $((PORT + 500)) "$_t" $FLOOD
+    _fl=$!
+  fi
+  if [ "$_kind" = bulk ] || [ "$_kind" = flood ]; then
+    sleep $((${_skip%.*} + 1))
+    TRAFFIC="${TRAFFIC}ip netns exec s ping -n -i 0.05 -c 120 10.9.0.2   ($((${_skip%.*} + 1)) s after the bulk flows start)"
     nsx s "$PING" -n -i 0.05 -c 120 -W 2 10.9.0.2 >"/tmp/$_name.ping" 2>&1
   fi
   wait $_bulk
-  kill $_srv 2>/dev/null
-  wait $_srv 2>/dev/null
+  [ -z "$_fl" ] || wait "$_fl"
+  kill $_srv $_srv2 2>/dev/null
+  wait $_srv $_srv2 2>/dev/null
 }
 
 # ping_json FILE: {"p50_ms", "p99_ms", "max_ms", "n", "lost"} of an iputils ping output.
@@ -321,10 +374,24 @@ ping_json() {
           printf "{\"p50_ms\": %s, \"p99_ms\": %s, \"max_ms\": %s, \"n\": %d, \"lost\": %d}", q(0.5), q(0.99), v[NR], NR, sent - NR }'
 }
 
-# measure SCENARIO SHAPER RATE KIND SECONDS SKIP EXPECTED EXPECTED_OWN [iperf3 args]: one row.
+# goodput JSON SKIP PORT: G_ERR is iperf3's error (added to FAILED with the end of the log of
+# the server on PORT), G_SLOPE and G_MEAN the measured and the window-mean goodput (null without
+# a result); JSON becomes {} if it is none.
+goodput() {
+  G_ERR=$(iperf_error "$1")
+  [ -z "$G_ERR" ] ||
+    FAILED="${FAILED}iperf3: $G_ERR (server: $(tail -n 3 "/tmp/srv-$3.log" 2>/dev/null | tr '\n' ' ' | tail -c 200)); "
+  jq -e .start "$1" >/dev/null 2>&1 || echo '{}' >"$1"
+  G_SLOPE=$(jq --argjson skip "$2" "$SLOPE" "$1" 2>/dev/null)
+  [ -n "$G_SLOPE" ] || G_SLOPE=null
+  G_MEAN=$(goodput_bps "$1" "$2" 2>/dev/null)
+  [ -n "$G_MEAN" ] || G_MEAN=null
+}
+# measure SCENARIO SHAPER RATE KIND SECONDS SKIP EXPECTED EXPECTED_OWN [iperf3 args]: one row
+# (KIND: see traffic; for flood EXPECTED is computed from the measured mix). NOTE goes along.
 measure() {
   local _sc=$1 _sh=$2 _rate=$3 _kind=$4 _t=$5 _skip=$6 _exp=$7 _own=$8 _name _t0 _good _c _err \
-    _jain=null _ping=null _label _mean
+    _jain=null _ping=null _label _mean _split=null
   shift 8
   _name="$_sc-$_sh"
   case "$_sh" in
@@ -335,17 +402,26 @@ measure() {
   esac
   _t0=$(uptime_s)
   setup "$_sh" "$_rate"
-  traffic "$_name" "$_kind" "$_t" "$@"
+  traffic "$_name" "$_kind" "$_t" "$_skip" "$@"
   _c=$(counters "$_sh")
   teardown "$_sh" || FAILED="${FAILED}teardown incomplete; "
-  _err=$(iperf_error "/tmp/$_name.json")
-  [ -n "$_err" ] && FAILED="${FAILED}iperf3: $_err; "
-  jq -e .start "/tmp/$_name.json" >/dev/null 2>&1 || echo '{}' >"/tmp/$_name.json"
-  _good=$(jq --argjson skip "$_skip" "$SLOPE" "/tmp/$_name.json" 2>/dev/null)
-  [ -n "$_good" ] || _good=null
-  _mean=$(goodput_bps "/tmp/$_name.json" "$_skip" 2>/dev/null)
-  [ -n "$_mean" ] || _mean=null
-  if [ "$_kind" = bulk8 ] && [ -z "$_err" ]; then
+  goodput "/tmp/$_name.json" "$_skip" $PORT
+  _good=$G_SLOPE _mean=$G_MEAN _err=$G_ERR
+  if [ "$_kind" = flood ]; then
+    # The total of the TCP flows and the flood, against a wire-exact shaper's for that mix.
+    goodput "/tmp/$_name.udp.json" "$_skip" $((PORT + 500))
+    _split="{\"tcp_bps\": $_good, \"udp_bps\": $G_SLOPE}"
+    if [ "$_good" != null ] && [ "$G_SLOPE" != null ]; then
+      _exp=$(calc "$(rate_bps "$_rate") * ($_good + $G_SLOPE) / ($_good / ($tcp_frac) + $G_SLOPE / ($flood_frac))")
+      _good=$(calc "$_good + $G_SLOPE")
+    else
+      _good=null
+    fi
+    if [ "$_mean" != null ] && [ "$G_MEAN" != null ]; then _mean=$(calc "$_mean + $G_MEAN"); else _mean=null; fi
+  else
+    echo '{}' >"/tmp/$_name.udp.json"
+  fi
+  if [ "$_kind" = bulk ] || [ "$_kind" = flood ] && [ -z "$_err" ]; then
     _jain=$(jq --argjson skip "$_skip" '[.intervals[:-1][] | select(.sum.start >= $skip - 0.001)
       | [.streams[].bytes]] | transpose | map(add) | (add * add) / (length * (map(. * .) | add))' \
       "/tmp/$_name.json" 2>/dev/null) || _jain=null
@@ -356,10 +432,11 @@ measure() {
     --argjson rbps "$(rate_bps "$_rate")" \
     --argjson exp "$_exp" --argjson own "$_own" --argjson good "$_good" --argjson mean "$_mean" \
     --argjson jain "$_jain" --argjson ping "$_ping" --argjson c "$_c" \
-    --arg cmds "$CMDS" --arg traffic "$TRAFFIC" --arg failed "$FAILED" \
+    --arg cmds "$CMDS" --arg traffic "$TRAFFIC" --arg failed "$FAILED" --arg note "$NOTE" \
     --argjson secs "$(elapsed_since "$_t0")" --argjson skip "$_skip" --argjson t "$_t" \
-    --slurpfile ip "/tmp/$_name.json" '
-    ($ip[0] // {}) as $j
+    --argjson split "$_split" \
+    --slurpfile ip "/tmp/$_name.json" --slurpfile fl "/tmp/$_name.udp.json" '
+    ($ip[0] // {}) as $j | ($fl[0] // {}) as $u
     | { scenario: $sc, shaper: $sh, shaper_key: $key, rate: $rate, rate_bps: $rbps,
         expected_bps: $exp, expected_own_bps: $own, measured_bps: $good, window_mean_bps: $mean,
         largest_interval_bytes: ([$j.intervals[:-1][]?.sum | select(.start >= $skip - 0.001) | .bytes] | max),
@@ -367,8 +444,12 @@ measure() {
         error_own_pct: (if $own == null or $good == null then null else ($good / $own - 1) * 100 end),
         ping: $ping, jain: $jain, drops: $c.drops, marks: $c.marks, counters: $c.detail,
         retransmits: ($j.end.sum_sent.retransmits // null),
-        udp: (if $j.end.sum.lost_packets != null then {packets: $j.end.sum.packets, lost: $j.end.sum.lost_packets} else null end),
+        udp: (first(($j, $u) | select(.end.sum.lost_packets != null)
+                    | {packets: .end.sum.packets, lost: .end.sum.lost_packets}) // null),
+        split: (if $split == null then null
+                else $split + {udp_interval_mbps: [$u.intervals[]?.sum.bits_per_second / 1e4 | round / 100]} end),
         interval_mbps: [$j.intervals[]?.sum.bits_per_second / 1e4 | round / 100],
+        note: (if $note == "" then null else $note end),
         seconds: $t, skip_seconds: $skip, wall_seconds: $secs,
         commands: ($cmds | split("\n") | map(select(length > 0))),
         traffic: ($traffic | split("\n") | map(select(length > 0))),
@@ -376,9 +457,17 @@ measure() {
     echo "  ! could not build the row: $(head -c 300 /tmp/jq.err)" >&2
 }
 row() {
-  local _line
+  local _line _note=$NOTE
   PORT=$((PORT + 1))   # a fresh port per row (measure runs in a subshell)
   _line=$(measure "$@")
+  # iperf3 now and then loses its control connection under heavy loss: one more try, noted.
+  if echo "$_line" | jq -e '.failed // "" | test("iperf3:")' >/dev/null 2>&1; then
+    echo "  ! $1 $2: $(echo "$_line" | jq -r .failed); once more" >&2
+    PORT=$((PORT + 1))
+    NOTE="${NOTE:+$NOTE; }second try (the first: $(echo "$_line" | jq -r .failed | head -c 160))"
+    _line=$(measure "$@")
+    NOTE=$_note
+  fi
   echo "@@ACC $_line"
   echo "$_line" | jq -r '"  \(.scenario) \(.shaper): \(if .measured_bps == null then "no result" else "\(.measured_bps / 1e6 * 1000 | round / 1000) Mbit/s" end)\(if .error_pct != null then " (\(.error_pct * 10 | round / 10) %)" else "" end)\(if .ping != null then ", ping p50 \(.ping.p50_ms) p99 \(.ping.p99_ms) ms" else "" end), drops \(.drops), \(.wall_seconds * 10 | round / 10) s\(if .failed then "  [\(.failed)]" else "" end)"' 2>/dev/null
 }
@@ -397,8 +486,9 @@ SLOPE='[.intervals[:-1][].sum | select(.start >= $skip - 0.001)] as $iv
       | ($x | length) as $n | ($x | add / $n) as $mx | ($y | add / $n) as $my
       | ([range($n) | ($x[.] - $mx) * ($y[.] - $my)] | add) * 8
         / ([range($n) | ($x[.] - $mx) * ($x[.] - $mx)] | add) end'
-# FQ's own accounting: frames without overhead.
-tcp_frac="1448 / 1538" tcp_own="1448 / 1514"
+# FQ's own accounting: frames without overhead. The flood's 1400-byte datagrams: 1442-byte frames.
+tcp_frac="1448 / 1538" tcp_own="1448 / 1514" flood_frac="1400 / 1466" flood_own="1400 / 1442"
+NOTE=""
 
 # tcp SCENARIO RATE SECONDS SKIP: one TCP flow through each shaper.
 tcp() {
@@ -437,13 +527,33 @@ if want tcp200m; then
   tcp tcp-200mbit 200mbit 5 0.5
 fi
 
+# bulk SCENARIO KIND SECONDS SKIP FLOWS SHAPER...: FLOWS bulk TCP flows (KIND bulk or flood, see
+# traffic) in 20 Mbit through each SHAPER. FQ's maxrate is per flow.
+bulk() {
+  local _sc=$1 _kind=$2 _t=$3 _skip=$4 _n=$5 _sh _exp _own _fqown _flows=$5
+  shift 5
+  _exp=$(calc "20e6 * $tcp_frac") _fqown=$(calc "20e6 * $_n * $tcp_own")
+  if [ "$_kind" = flood ]; then
+    _exp=null _fqown=$(calc "$_fqown + 20e6 * $flood_own") _flows="$_n TCP + 1 UDP"
+  fi
+  for _sh in "$@"; do
+    NOTE="" _own=null
+    if [ "$_sh" = fq ]; then NOTE="maxrate is per flow: $_flows flows × 20 Mbit" _own=$_fqown; fi
+    row "$_sc" "$_sh" 20mbit "$_kind" "$_t" "$_skip" "$_exp" "$_own" -P "$_n" -i 0.1
+  done
+  NOTE=""
+}
 if want flows8; then
   echo "== 8flows-20mbit: 8 bulk TCP flows + ping every 50 ms, 9 s (ping from 2 s to 8 s)"
-  for sh in shaperctl shaperctl-codel htb htb-fqcodel tbf fq; do
-    own=null
-    [ "$sh" = fq ] && own=$(calc "20e6 * 8 * $tcp_own")
-    row 8flows-20mbit "$sh" 20mbit bulk8 9 1 "$(calc "20e6 * $tcp_frac")" "$own" -P 8 -i 0.1
-  done
+  bulk 8flows-20mbit bulk 9 1 8 shaperctl shaperctl-codel htb htb-fqcodel tbf fq
+fi
+if want flows64; then
+  echo "== 64flows-20mbit: 64 bulk TCP flows + ping every 50 ms, 10 s (ping from 3 s to 9 s)"
+  bulk 64flows-20mbit bulk 10 2 64 $SHAPERS
+fi
+if want udpflood; then
+  echo "== udpflood-20mbit: 8 bulk TCP flows + UDP flood at 100 Mbit + ping every 50 ms, 9 s (ping from 2 s to 8 s)"
+  bulk udpflood-20mbit flood 9 1 8 $SHAPERS
 fi
 
 if want udp; then
