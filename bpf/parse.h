@@ -120,14 +120,8 @@ static __always_inline void parse_ipv6(struct __sk_buff *skb, __u32 off, struct 
 	parse_ports(skb, off, f);
 }
 
-/*
- * A global function: the verifier checks it once, not at each place a packet may get parsed
- * (the classifier, the flow hash, the fq flow check), and the program carries one copy.
- */
-__noinline int parse_headers(struct __sk_buff *skb, struct packet_fields *f)
+static __always_inline void parse_headers(struct __sk_buff *skb, struct packet_fields *f)
 {
-	if (!skb || !f)
-		return 0;
 	__u32 off = l2_header_len;
 	__u16 proto = bpf_ntohs(skb->protocol);
 
@@ -137,7 +131,7 @@ __noinline int parse_headers(struct __sk_buff *skb, struct packet_fields *f)
 		__be16 ethertype;
 
 		if (parse_load(skb, 12, &ethertype, sizeof(ethertype)))
-			return 0;
+			return;
 		proto = bpf_ntohs(ethertype);
 	}
 	for (int i = 0; i < PARSE_MAX_VLAN_TAGS; i++) {
@@ -146,7 +140,7 @@ __noinline int parse_headers(struct __sk_buff *skb, struct packet_fields *f)
 		if (proto != ETH_P_8021Q_ && proto != ETH_P_8021AD_)
 			break;
 		if (parse_load(skb, off, tci_type, sizeof(tci_type)))
-			return 0;
+			return;
 		if (!f->vlan)
 			f->vlan = bpf_ntohs(tci_type[0]) & 0x0fff;
 		proto = bpf_ntohs(tci_type[1]);
@@ -156,24 +150,16 @@ __noinline int parse_headers(struct __sk_buff *skb, struct packet_fields *f)
 		parse_ipv4(skb, off, f);
 	else if (proto == ETH_P_IPV6_)
 		parse_ipv6(skb, off, f);
-	return 0;
 }
 
-/* A packet's fields, parsed on first need: by the classifier, or for a flow without a hash. */
+/*
+ * A packet's fields, parsed once by the program's entry when anything needs them (the
+ * classifier, a flow hash the kernel did not set, the sch_fq flow of a socketless packet):
+ * one inlined copy of the parser, and no packet parsed twice.
+ */
 struct packet_view {
 	struct packet_fields fields;
-	bool parsed;
 	__u32 flow_hash; /* bpf/sparse.h's, once computed; 0: not yet */
 };
-
-static __always_inline const struct packet_fields *packet_fields(struct __sk_buff *skb,
-								 struct packet_view *view)
-{
-	if (!view->parsed) {
-		parse_headers(skb, &view->fields);
-		view->parsed = true;
-	}
-	return &view->fields;
-}
 
 #endif /* SHAPER_PARSE_H */

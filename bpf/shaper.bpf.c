@@ -40,11 +40,7 @@ static __always_inline __u64 honour_own_departure(const struct __sk_buff *skb, _
 static __always_inline void separate_fq_flows(struct __sk_buff *skb, struct packet_view *view,
 					      __u32 class_id)
 {
-	struct bpf_sock *sk = skb->sk;
-
-	if (sk && sk->state != BPF_TCP_CLOSE && sk->state != BPF_TCP_LISTEN)
-		return;
-	if (packet_fields(skb, view)->has_ports)
+	if (view->fields.has_ports)
 		return;
 	bpf_set_hash(skb, (flow_hash(skb, view) ^ (class_id * 0x9e3779b9u)) | 1);
 }
@@ -79,9 +75,15 @@ int shaper_egress(struct __sk_buff *skb)
 		return TC_ACT_OK;
 
 	__u32 rules_gen = settings->rules_gen, class_id = 0;
+	/* sch_fq keys a connected socket's packets by the socket, any other packet by its hash. */
+	struct bpf_sock *sk = skb->sk;
+	bool fq_by_hash = !sk || sk->state == BPF_TCP_CLOSE || sk->state == BPF_TCP_LISTEN;
+	bool edt = settings->mode == SHAPER_MODE_EDT;
 
+	if ((rules_gen & SHAPER_RULES_PRESENT) || !skb->hash || (edt && fq_by_hash))
+		parse_headers(skb, &view.fields);
 	if (rules_gen & SHAPER_RULES_PRESENT)
-		class_id = classify_packet(skb, packet_fields(skb, &view), rules_gen, pkt.wire_len);
+		class_id = classify_packet(skb, &view.fields, rules_gen, pkt.wire_len);
 	if (!class_id)
 		class_id = settings->default_class;
 
@@ -90,9 +92,10 @@ int shaper_egress(struct __sk_buff *skb)
 	case EDT_DROP:
 		return TC_ACT_SHOT;
 	case EDT_SEND:
-		if (settings->mode == SHAPER_MODE_EDT) {
+		if (edt) {
 			stamp(skb, honour_own_departure(skb, departure, pkt.now));
-			separate_fq_flows(skb, &view, class_id);
+			if (fq_by_hash)
+				separate_fq_flows(skb, &view, class_id);
 		}
 		return TC_ACT_OK;
 	default:

@@ -35,7 +35,7 @@ static __always_inline __u32 flow_hash(struct __sk_buff *skb, struct packet_view
 		return hash;
 	if (view->flow_hash)
 		return view->flow_hash;
-	const struct packet_fields *f = packet_fields(skb, view);
+	const struct packet_fields *f = &view->fields; /* parsed: the kernel set no hash */
 	__u64 h = ((__u64)f->src[0] ^ f->src[1] ^ f->src[2] ^ f->src[3]) * 0x9e3779b97f4a7c15ull +
 		  ((__u64)f->dst[0] ^ f->dst[1] ^ f->dst[2] ^ f->dst[3]) * 0xc2b2ae3d27d4eb4full +
 		  ((__u64)f->sport << 16 | f->dport | (__u64)f->proto << 32) * 0x165667b19e3779f9ull;
