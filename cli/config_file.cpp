@@ -55,31 +55,37 @@ std::string member_path(const std::string& parent, const std::string& key)
     return parent.empty() ? key : parent + "." + key;
 }
 
-// Refuses a key repeated in one object (the DOM parser would keep the last one silently),
-// naming its path. A SAX pass of its own: nlohmann's callback parser rescans the enclosing array
-// after every object, quadratic in a file of 100,000 classes.
+// Builds the JSON value (nlohmann's own SAX-to-DOM builder underneath) and refuses a key
+// repeated in one object (the plain parser keeps the last one silently), naming its path. One
+// pass: nlohmann's callback parser rescans the enclosing array after every object, quadratic in
+// a file of 100,000 classes, and a separate check pass costs a second parse.
 class DuplicateKeyCheck {
 public:
-    bool null() { return element(); }
-    bool boolean(bool) { return element(); }
-    bool number_integer(json::number_integer_t) { return element(); }
-    bool number_unsigned(json::number_unsigned_t) { return element(); }
-    bool number_float(json::number_float_t, const std::string&) { return element(); }
-    bool string(std::string&) { return element(); }
-    bool binary(json::binary_t&) { return element(); }
-    bool start_object(size_t) { return open(false); }
-    bool start_array(size_t) { return open(true); }
-    bool end_object() { return close(); }
-    bool end_array() { return close(); }
+    explicit DuplicateKeyCheck(json& out) : dom_(out, true) {}
+    bool null() { return element() && dom_.null(); }
+    bool boolean(bool v) { return element() && dom_.boolean(v); }
+    bool number_integer(json::number_integer_t v) { return element() && dom_.number_integer(v); }
+    bool number_unsigned(json::number_unsigned_t v) { return element() && dom_.number_unsigned(v); }
+    bool number_float(json::number_float_t v, const std::string& s) { return element() && dom_.number_float(v, s); }
+    bool string(std::string& v) { return element() && dom_.string(v); }
+    bool binary(json::binary_t& v) { return element() && dom_.binary(v); }
+    bool start_object(size_t n) { return open(false) && dom_.start_object(n); }
+    bool start_array(size_t n) { return open(true) && dom_.start_array(n); }
+    bool end_object() { return close() && dom_.end_object(); }
+    bool end_array() { return close() && dom_.end_array(); }
     bool key(std::string& key)
     {
         Frame& f = frames_.back();
         f.key = key;
         if (!f.keys.insert(key).second)
             fail(member_path(path_to(frames_.size() - 1), key), "key given twice");
-        return true;
+        return dom_.key(key);
     }
-    bool parse_error(size_t, const std::string&, const json::exception&) { return false; }
+    // Throws the parse error, as json::parse does.
+    bool parse_error(size_t at, const std::string& token, const json::exception& e)
+    {
+        return dom_.parse_error(at, token, e);
+    }
 
 private:
     struct Frame {
@@ -115,6 +121,7 @@ private:
         return path;
     }
     std::vector<Frame> frames_;
+    nlohmann::detail::json_sax_dom_parser<json> dom_;
 };
 
 // JSON text into a value, refusing a key repeated in one object. Parse errors keep nlohmann's
@@ -122,10 +129,10 @@ private:
 json parse_json(const std::string& text)
 {
     try {
-        DuplicateKeyCheck keys;
-        // A syntax error stops this pass quietly; the parse below reports it.
-        json::sax_parse(text, &keys);
-        return json::parse(text);
+        json value;
+        DuplicateKeyCheck builder(value);
+        json::sax_parse(text, &builder);
+        return value;
     } catch (const json::exception& e) {  // parse_error, or out_of_range for a number like 1e400
         std::string what = e.what();
         if (auto bracket = what.find("] "); what.starts_with("[json.exception") && bracket != std::string::npos)
