@@ -264,7 +264,9 @@ try {
     double per_slot_64 = 0;
     json jm = json::array();
     for (const PinMem& m : mems) {
-        const bool per_class = m.kind == "map" && m.max_entries == max_classes;
+        // The maps the loader sizes by max_classes (the flow table's fixed size may equal it).
+        const bool per_class = m.kind == "map" && m.max_entries == max_classes &&
+                               m.name.rfind("shaper_class_", 0) == 0;
         (per_class ? per_class_maps : fixed) += m.memlock;
         jm.push_back({{"name", m.name}, {"kind", m.kind}, {"map_type", m.map_type},
                       {"value_size", m.value_size}, {"max_entries", m.max_entries},
