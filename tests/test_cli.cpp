@@ -241,11 +241,14 @@ TEST_F(Cli, AttachedProgramRunThroughItsPinChargesTheClass)
 {
     ok("attach --dev sh0 --mode police");
     ok("add-class --dev sh0 --id 1 --rate 8mbit --overhead 24");
-    ok("set-default --dev sh0 --class 1");
+    // By a mark only this test's packets carry: the device's own traffic (IPv6 neighbour
+    // discovery, MLD) would land in a default class while the test runs.
+    ok("add-rule --dev sh0 --pref 1 --class 1 --mark 0x77");
     const int prog = bpf_obj_get((pin_dir() + "/shaper_egress").c_str());
     ASSERT_GE(prog, 0);
     std::array<uint8_t, 64> frame{};
     __sk_buff ctx{};
+    ctx.mark = 0x77;
     ctx.wire_len = 1000;
     ctx.gso_segs = 1;
     LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = frame.data(), .data_size_in = 64,
