@@ -10,12 +10,7 @@
 #define SHAPER_AQM_H
 
 #include "maps.h"
-
-enum aqm_verdict {
-	AQM_PASS,
-	AQM_MARKED, /* CE set; the packet is sent and charged */
-	AQM_DROP,
-};
+#include "congestion.h"
 
 #define AQM_SQRT_STEPS 32
 
@@ -38,7 +33,7 @@ static __always_inline __u64 aqm_control_law(__u64 interval, __u32 count)
 	return (interval * aqm_inv_sqrt_q16[n]) >> 16;
 }
 
-static __always_inline enum aqm_verdict aqm_decide(struct __sk_buff *skb, __u32 class_id,
+static __always_inline enum congestion_verdict aqm_decide(struct __sk_buff *skb, __u32 class_id,
 						   const struct shaper_class_config *cfg,
 						   __u64 delay, __u64 now)
 {
@@ -46,15 +41,15 @@ static __always_inline enum aqm_verdict aqm_decide(struct __sk_buff *skb, __u32 
 	bool act = false;
 
 	if (!(cfg->flags & SHAPER_CLASS_AQM))
-		return AQM_PASS;
+		return CONGESTION_PASS;
 	st = bpf_map_lookup_elem(&shaper_class_aqm, &class_id);
 	if (!st)
-		return AQM_PASS;
+		return CONGESTION_PASS;
 	const bool above = delay > cfg->aqm_target_ns && delay > cfg->aqm_floor_ns;
 
 	/* The common case, below target with nothing to reset, takes no lock. */
 	if (!above && !*(volatile __u64 *)&st->first_above_ns && !*(volatile __u32 *)&st->dropping)
-		return AQM_PASS;
+		return CONGESTION_PASS;
 
 	bpf_spin_lock(&st->lock);
 	if (!above) {
@@ -89,10 +84,8 @@ static __always_inline enum aqm_verdict aqm_decide(struct __sk_buff *skb, __u32 
 	bpf_spin_unlock(&st->lock);
 
 	if (!act)
-		return AQM_PASS;
-	if ((cfg->flags & SHAPER_CLASS_ECN) && bpf_skb_ecn_set_ce(skb))
-		return AQM_MARKED;
-	return AQM_DROP;
+		return CONGESTION_PASS;
+	return congestion_signal(skb, cfg);
 }
 
 #endif /* SHAPER_AQM_H */

@@ -128,29 +128,23 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 		if (leaf->flags & SHAPER_CLASS_SPARSE)
 			sparse = sparse_departure(flow, flow_owner, leaf, leaf_clock, cost_ns + 1, pkt->now);
 		if (!sparse && flow && (leaf->flags & SHAPER_CLASS_FAIR)) {
-			enum fair_verdict v = fair_decide(skb, flow, flow_owner, leaf, leaf_clock, cost_ns,
-							  estimate - pkt->now, pkt->now);
+			enum congestion_verdict v = fair_decide(skb, flow, flow_owner, leaf, leaf_clock,
+								cost_ns, estimate - pkt->now, pkt->now);
 
-			if (v == FAIR_DROP) {
-				stats_fair(class_id, false);
+			stats_congestion(class_id, v, CAUSE_FAIR);
+			if (v == CONGESTION_DROP)
 				return EDT_DROP;
-			}
-			if (v == FAIR_MARKED)
-				stats_fair(class_id, true);
 		}
 	}
 
 	/* CoDel on the delay this packet would wait; a dropped packet is charged nowhere. A sparse
 	 * packet waits for nothing and tells CoDel nothing. */
 	if (!beyond && pkt->aqm && !sparse) {
-		enum aqm_verdict v = aqm_decide(skb, class_id, leaf, estimate - pkt->now, pkt->now);
+		enum congestion_verdict v = aqm_decide(skb, class_id, leaf, estimate - pkt->now, pkt->now);
 
-		if (v == AQM_DROP) {
-			stats_aqm(class_id, false);
+		stats_congestion(class_id, v, CAUSE_AQM);
+		if (v == CONGESTION_DROP)
 			return EDT_DROP;
-		}
-		if (v == AQM_MARKED)
-			stats_aqm(class_id, true);
 	}
 
 	/* Pass 2: charge every level (or count the drop at every level). */

@@ -24,12 +24,7 @@
 #define SHAPER_FAIR_H
 
 #include "maps.h"
-
-enum fair_verdict {
-	FAIR_PASS,
-	FAIR_MARKED, /* CE set; the packet is sent and charged */
-	FAIR_DROP,
-};
+#include "congestion.h"
 
 /* Ends the epoch once it has run its length: the first packet to see that computes the share. */
 static __always_inline void fair_roll_epoch(struct shaper_class_clock *clk,
@@ -61,7 +56,7 @@ static __always_inline void fair_roll_epoch(struct shaper_class_clock *clk,
 
 /* Counts a bulk packet of `flow` (cost_ns of class time) and says whether its flow is above its
  * share. `delay` is the class backlog the packet would wait behind. */
-static __always_inline enum fair_verdict fair_decide(struct __sk_buff *skb, struct shaper_flow *flow,
+static __always_inline enum congestion_verdict fair_decide(struct __sk_buff *skb, struct shaper_flow *flow,
 						     __u64 owner, const struct shaper_class_config *cfg,
 						     struct shaper_class_clock *clk, __u64 cost_ns,
 						     __u64 delay, __u64 now)
@@ -88,21 +83,19 @@ static __always_inline enum fair_verdict fair_decide(struct __sk_buff *skb, stru
 
 	if (!share || delay <= cfg->aqm_target_ns || delay <= cfg->aqm_floor_ns ||
 	    charged <= share + share / 8 + cfg->sparse_allowance_ns / 2)
-		return FAIR_PASS;
+		return CONGESTION_PASS;
 	/* Past twice its share a flow has not backed off (UDP floods don't): each further packet
 	 * of the epoch is dropped, so it never holds more than about two shares. Its drops must not
 	 * make it look sparse (nothing queued): it counts as queued up to the backlog. */
 	if (charged > 2 * share + cfg->sparse_allowance_ns) {
 		if (flow->last_departure_ns < now + delay)
 			flow->last_departure_ns = now + delay;
-		return FAIR_DROP;
+		return CONGESTION_DROP;
 	}
 	if (flow->fair_acted_epoch == epoch)
-		return FAIR_PASS;
+		return CONGESTION_PASS;
 	flow->fair_acted_epoch = epoch;
-	if ((cfg->flags & SHAPER_CLASS_ECN) && bpf_skb_ecn_set_ce(skb))
-		return FAIR_MARKED;
-	return FAIR_DROP;
+	return congestion_signal(skb, cfg);
 }
 
 #endif /* SHAPER_FAIR_H */

@@ -87,7 +87,7 @@ int shaper_egress(struct __sk_buff *skb)
 	if (!class_id)
 		class_id = settings->default_class;
 
-	pkt.aqm = settings->mode == SHAPER_MODE_EDT;
+	pkt.aqm = edt;
 	switch (class_id ? edt_schedule(skb, class_id, &pkt, &departure) : EDT_UNSHAPED) {
 	case EDT_DROP:
 		return TC_ACT_SHOT;

@@ -4,6 +4,7 @@
 #define SHAPER_STATS_H
 
 #include "maps.h"
+#include "congestion.h"
 
 #define SHAPER_STATS_UNCLASSIFIED 0
 
@@ -27,28 +28,18 @@ static __always_inline void stats_count(__u32 class_id, __u32 segs, __u64 bytes)
 		stats_add(st, segs, bytes);
 }
 
-static __always_inline void stats_aqm(__u32 class_id, bool marked)
+/* A mark or a drop, counted by its cause. */
+static __always_inline void stats_congestion(__u32 class_id, enum congestion_verdict v,
+					     enum congestion_cause cause)
 {
-	struct shaper_class_stats *st = bpf_map_lookup_elem(&shaper_class_stats, &class_id);
+	struct shaper_class_stats *st;
 
-	if (!st)
+	if (v == CONGESTION_PASS || !(st = stats_of(class_id)))
 		return;
-	if (marked)
-		st->ecn_marks++;
+	if (cause == CAUSE_FAIR)
+		(*(v == CONGESTION_MARKED ? &st->fair_marks : &st->drops_fair))++;
 	else
-		st->drops_aqm++;
-}
-
-static __always_inline void stats_fair(__u32 class_id, bool marked)
-{
-	struct shaper_class_stats *st = stats_of(class_id);
-
-	if (!st)
-		return;
-	if (marked)
-		st->fair_marks++;
-	else
-		st->drops_fair++;
+		(*(v == CONGESTION_MARKED ? &st->ecn_marks : &st->drops_aqm))++;
 }
 
 static __always_inline void stats_sparse(__u32 class_id)
