@@ -362,14 +362,16 @@ TEST_F(Datapath, UnclassifiedPacketsPassUnshapedAndAreCounted)
 TEST_F(Datapath, PoliceModeDropsBeyondTheHorizonAndDoesNotStamp)
 {
     set_default_class(1, SHAPER_MODE_POLICE);
-    add_class({.id = 1, .rate_bps = 8'000'000, .horizon_ns = 5'000'000});  // 5 KB of tolerance
+    // 8 kbit: a packet is a second of clock, so the time the runs take (long in an emulated VM)
+    // cannot free a slot. 5 s of horizon: 5 KB of tolerance.
+    add_class({.id = 1, .rate_bps = 8'000, .horizon_ns = 5 * kSec});
     int passed = 0, dropped = 0;
     for (int i = 0; i < 20; i++) {
         Verdict v = run(1000, 1, 0);
         EXPECT_EQ(v.tstamp, 0u);
         (v.action == kTcActOk ? passed : dropped)++;
     }
-    EXPECT_EQ(passed, 6);  // the packet at now, then 5 ms of tolerance at 1 ms each
+    EXPECT_EQ(passed, 6);  // the packet at now, then 5 s of tolerance at 1 s each
     EXPECT_EQ(dropped, 14);
     EXPECT_EQ(maps_->counters(1).drops_horizon, 14u);
 }
