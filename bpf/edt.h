@@ -98,7 +98,7 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 		struct shaper_class_config *cfg = bpf_map_lookup_elem(&shaper_class_config, &id);
 		struct shaper_class_clock *clk = bpf_map_lookup_elem(&shaper_class_clock, &id);
 
-		if (!id || !clk || !edt_class_usable(cfg))
+		if (!clk || !edt_class_usable(cfg))
 			break;
 		__u64 tat = *(volatile __u64 *)&clk->tat_ns;
 		__u64 dep = edt_departure(tat, cfg->burst_ns, pkt->now);
@@ -113,6 +113,8 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 		}
 		depth++;
 		id = cfg->parent_id;
+		if (!id)
+			break; /* the top level: no lookups spent on class 0 */
 	}
 	if (depth == 0 || !leaf || !leaf_clock)
 		return EDT_UNSHAPED;
@@ -153,11 +155,15 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 	id = class_id;
 #pragma unroll
 	for (int i = 0; i < SHAPER_MAX_DEPTH; i++) {
-		struct shaper_class_config *cfg = bpf_map_lookup_elem(&shaper_class_config, &id);
-		struct shaper_class_clock *clk = bpf_map_lookup_elem(&shaper_class_clock, &id);
+		/* The leaf's entries are pass 1's; its ancestors' are looked up again (holding
+		 * every level's pointers would cost more stack than the lookups do). */
+		const struct shaper_class_config *cfg =
+			i == 0 ? leaf : bpf_map_lookup_elem(&shaper_class_config, &id);
+		struct shaper_class_clock *clk =
+			i == 0 ? leaf_clock : bpf_map_lookup_elem(&shaper_class_clock, &id);
 		struct shaper_class_stats *st = stats_of(id);
 
-		if (i >= depth || !id || !clk || !st || !edt_class_usable(cfg))
+		if (!clk || !st || !edt_class_usable(cfg))
 			break;
 		if (beyond) {
 			st->drops_horizon++;
@@ -174,6 +180,8 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 			stats_add(st, pkt->segs, cost);
 		}
 		id = cfg->parent_id;
+		if (i + 1 >= depth)
+			break;
 	}
 	if (sparse) {
 		stats_sparse(class_id);

@@ -160,6 +160,87 @@ __noinline int parse_headers(struct __sk_buff *skb, struct packet_fields *f)
 }
 
 /*
+ * The packet nearly every host sends, parsed inline: untagged Ethernet (or an L3 device),
+ * IPv4 without options or IPv6 without extension headers, not a later fragment, its headers
+ * and ports in the linear data. Any other shape is left to parse_headers (false, *f untouched).
+ * Inline because calling parse_headers costs more than parsing this shape (a call and a return,
+ * and the return goes through a mitigation thunk on many CPUs); its few branches add little
+ * to what the verifier explores.
+ */
+static __always_inline bool parse_common(struct __sk_buff *skb, struct packet_fields *f)
+{
+	void *data = (void *)(long)skb->data, *data_end = (void *)(long)skb->data_end;
+	const __u32 off = l2_header_len; /* a load-time constant */
+	__u16 proto;
+
+	if (off != 0 && off != 14)
+		return false;
+	if (off == 14) {
+		if (data + 14 > data_end)
+			return false;
+		proto = bpf_ntohs(*(__be16 *)(data + 12));
+	} else {
+		proto = bpf_ntohs(skb->protocol);
+	}
+
+	__u8 l4;
+	__be16 *ports;
+
+	if (proto == ETH_P_IP_) {
+		struct iphdr *ip = data + off;
+
+		ports = (__be16 *)(ip + 1);
+		if ((void *)(ports + 2) > data_end || ip->ihl != 5 ||
+		    (ip->frag_off & bpf_htons(0x1fff)))
+			return false;
+		l4 = ip->protocol;
+		f->family = 4;
+		f->dscp = ip->tos >> 2;
+		f->src[0] = ip->saddr;
+		f->dst[0] = ip->daddr;
+	} else if (proto == ETH_P_IPV6_) {
+		struct ipv6hdr *ip6 = data + off;
+		const __u32 *words = (const __u32 *)ip6;
+
+		ports = (__be16 *)(ip6 + 1);
+		if ((void *)(ports + 2) > data_end)
+			return false;
+		l4 = ip6->nexthdr;
+		if (l4 == IPPROTO_HOPOPTS_ || l4 == IPPROTO_ROUTING_ || l4 == IPPROTO_DSTOPTS_ ||
+		    l4 == IPPROTO_FRAGMENT_)
+			return false;
+		f->family = 6;
+		f->dscp = (bpf_ntohl(words[0]) >> 22) & 0x3f;
+		f->src[0] = words[2];
+		f->src[1] = words[3];
+		f->src[2] = words[4];
+		f->src[3] = words[5];
+		f->dst[0] = words[6];
+		f->dst[1] = words[7];
+		f->dst[2] = words[8];
+		f->dst[3] = words[9];
+	} else {
+		return false;
+	}
+	f->proto = l4;
+	if (proto_has_ports(l4)) {
+		f->sport = bpf_ntohs(ports[0]);
+		f->dport = bpf_ntohs(ports[1]);
+		f->has_ports = 1;
+	}
+	if (skb->vlan_present)
+		f->vlan = skb->vlan_tci & 0x0fff;
+	return true;
+}
+
+/* Fills *f (zeroed by the caller) from the packet's headers. */
+static __always_inline void parse_packet(struct __sk_buff *skb, struct packet_fields *f)
+{
+	if (!parse_common(skb, f))
+		parse_headers(skb, f);
+}
+
+/*
  * A packet's fields, parsed once by the program's entry when anything needs them (the
  * classifier, a flow hash the kernel did not set, the sch_fq flow of a socketless packet):
  * one call of the parser, and no packet parsed twice.

@@ -81,7 +81,7 @@ int shaper_egress(struct __sk_buff *skb)
 	bool edt = settings->mode == SHAPER_MODE_EDT;
 
 	if ((rules_gen & SHAPER_RULES_PRESENT) || !skb->hash || (edt && fq_by_hash))
-		parse_headers(skb, &view.fields);
+		parse_packet(skb, &view.fields);
 	if (rules_gen & SHAPER_RULES_PRESENT)
 		class_id = classify_packet(skb, &view.fields, rules_gen, pkt.wire_len);
 	if (!class_id)

@@ -19,6 +19,8 @@ struct PacketSpec {
     std::vector<uint16_t> vlans;  // outermost first: 802.1ad for the outer of two, else 802.1Q
     bool first_fragment = false;  // more fragments follow, offset 0
     bool later_fragment = false;  // offset > 0: no L4 header
+    uint8_t ipv4_option_words = 0;  // IPv4 options (NOPs), in 4-byte words: IHL 5 + this
+    bool ipv6_hop_by_hop = false;   // an 8-byte hop-by-hop options header before the rest
 };
 
 inline std::vector<uint8_t> build_frame(const PacketSpec& p)
@@ -37,8 +39,9 @@ inline std::vector<uint8_t> build_frame(const PacketSpec& p)
     const bool l4 = !p.later_fragment && (p.proto == 6 || p.proto == 17);
     const size_t l4_len = l4 ? 20 : 8;
     if (!v6) {
-        uint8_t ip[20] = {0x45, uint8_t(p.dscp << 2 | p.ecn)};
-        uint16_t total = htons(uint16_t(20 + l4_len));
+        const size_t options = size_t(p.ipv4_option_words) * 4;
+        uint8_t ip[20] = {uint8_t(0x45 + p.ipv4_option_words), uint8_t(p.dscp << 2 | p.ecn)};
+        uint16_t total = htons(uint16_t(20 + options + l4_len));
         std::memcpy(ip + 2, &total, 2);
         uint16_t frag = htons(uint16_t((p.first_fragment ? 0x2000 : 0) | (p.later_fragment ? 100 : 0)));
         std::memcpy(ip + 6, &frag, 2);
@@ -47,16 +50,23 @@ inline std::vector<uint8_t> build_frame(const PacketSpec& p)
         inet_pton(AF_INET, p.src.c_str(), ip + 12);
         inet_pton(AF_INET, p.dst.c_str(), ip + 16);
         f.insert(f.end(), ip, ip + 20);
+        f.insert(f.end(), options, 1);  // NOP options
     } else {
         const bool frag = p.first_fragment || p.later_fragment;
         uint8_t ip[40] = {uint8_t(0x60 | (p.dscp >> 2)), uint8_t((p.dscp & 3) << 6 | p.ecn << 4)};
-        uint16_t payload = htons(uint16_t(l4_len + (frag ? 8 : 0)));
+        const size_t hop = p.ipv6_hop_by_hop ? 8 : 0;
+        uint16_t payload = htons(uint16_t(hop + l4_len + (frag ? 8 : 0)));
         std::memcpy(ip + 4, &payload, 2);
-        ip[6] = frag ? 44 : p.proto;
+        const uint8_t after_hop = frag ? 44 : p.proto;
+        ip[6] = p.ipv6_hop_by_hop ? 0 : after_hop;
         ip[7] = 64;
         inet_pton(AF_INET6, p.src.c_str(), ip + 8);
         inet_pton(AF_INET6, p.dst.c_str(), ip + 24);
         f.insert(f.end(), ip, ip + 40);
+        if (p.ipv6_hop_by_hop) {
+            uint8_t hh[8] = {after_hop, 0, 1, 4, 0, 0, 0, 0};  // PadN over the rest
+            f.insert(f.end(), hh, hh + 8);
+        }
         if (frag) {
             uint8_t fh[8] = {p.proto, 0, 0, uint8_t(p.first_fragment ? 1 : 0), 0, 0, 0, 1};
             if (p.later_fragment)

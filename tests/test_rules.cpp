@@ -177,6 +177,34 @@ TEST_F(Rules, Ipv4In8021QAndQinQStillMatchesAddressesAndPorts)
     EXPECT_EQ(class_of({.dst = "10.5.1.1", .dport = 23, .vlans = {42, 43}}), 0u);
 }
 
+// The datapath parses the common shapes inline and the rest out of line: both must read the
+// same fields.
+TEST_F(Rules, Ipv4OptionsAndIpv6ExtensionHeadersMatchLikePlainHeaders)
+{
+    rule(10, 2, {.src = "10.1.0.0/16", .dst = "10.5.0.0/16", .proto = "udp", .dport = "53",
+                 .dscp = "46"});
+    rule(20, 3, {.dst = "2001:db8::/32", .proto = "tcp", .dport = "443", .dscp = "10"});
+    const PacketSpec v4{.src = "10.1.2.3", .dst = "10.5.1.1", .proto = 17, .dport = 53, .dscp = 46};
+    const PacketSpec v6{.src = "2001:db8::1", .dst = "2001:db8::2", .dport = 443, .dscp = 10};
+    for (uint8_t words : {0, 1, 10}) {
+        PacketSpec p = v4;
+        p.ipv4_option_words = words;
+        EXPECT_EQ(class_of(p), 2u) << int(words) << " option words";
+        p.dport = 54;
+        EXPECT_EQ(class_of(p), 0u) << int(words) << " option words";
+    }
+    for (bool hop : {false, true}) {
+        PacketSpec p = v6;
+        p.ipv6_hop_by_hop = hop;
+        EXPECT_EQ(class_of(p), 3u) << "hop-by-hop " << hop;
+        p.dscp = 11;
+        EXPECT_EQ(class_of(p), 0u) << "hop-by-hop " << hop;
+        p.dscp = 10;
+        p.vlans = {7};
+        EXPECT_EQ(class_of(p), 3u) << "hop-by-hop " << hop << " in a VLAN";
+    }
+}
+
 TEST_F(Rules, FragmentsMatchPortsOnlyOnTheFirst)
 {
     rule(10, 2, {.proto = "udp", .dport = "4789"});
