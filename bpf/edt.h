@@ -119,13 +119,15 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 	if (depth == 0 || !leaf || !leaf_clock)
 		return EDT_UNSHAPED;
 
+	/* The leaf's charge: the flow decisions weigh it, pass 2 charges it. */
+	const __u64 leaf_cost = edt_level_cost(pkt, leaf);
+	__u32 leaf_frac;
+	const __u64 cost_ns = shaper_cost_time(leaf_cost, leaf->ns_per_byte_fp, &leaf_frac);
+
 	/* A sparse flow's packet leaves now; only a backlogged class makes anyone wait. A bulk
 	 * flow's packet counts toward its fair share. */
 	if (!beyond && pkt->aqm && (leaf->flags & (SHAPER_CLASS_SPARSE | SHAPER_CLASS_FAIR)) &&
 	    estimate > pkt->now + SHAPER_SPARSE_MIN_BACKLOG_NS) {
-		__u32 frac;
-		__u64 cost_ns = shaper_cost_time(edt_level_cost(pkt, leaf), leaf->ns_per_byte_fp, &frac);
-
 		flow = flow_slot(skb, pkt->view, class_id, &flow_owner);
 		if (leaf->flags & SHAPER_CLASS_SPARSE)
 			sparse = sparse_departure(flow, flow_owner, leaf, leaf_clock, cost_ns + 1, pkt->now);
@@ -168,9 +170,9 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 		if (beyond) {
 			st->drops_horizon++;
 		} else {
-			__u64 cost = edt_level_cost(pkt, cfg);
-			__u32 frac;
-			__u64 whole = shaper_cost_time(cost, cfg->ns_per_byte_fp, &frac);
+			__u64 cost = i == 0 ? leaf_cost : edt_level_cost(pkt, cfg);
+			__u32 frac = leaf_frac;
+			__u64 whole = i == 0 ? cost_ns : shaper_cost_time(cost, cfg->ns_per_byte_fp, &frac);
 			__u64 tat = edt_charge_clock(clk, pkt->now,
 						     shaper_round_time(whole, frac, &st->clock_carry));
 			__u64 dep = edt_departure(tat, cfg->burst_ns, pkt->now);

@@ -222,14 +222,15 @@ static __always_inline bool parse_common(struct __sk_buff *skb, struct packet_fi
 	} else {
 		return false;
 	}
+	/* Every field written, without branches: one state for the verifier to carry on. */
+	__u32 has_ports = proto_has_ports(l4);
+	__u32 both_ports = *(__u32 *)ports & -has_ports;
+
 	f->proto = l4;
-	if (proto_has_ports(l4)) {
-		f->sport = bpf_ntohs(ports[0]);
-		f->dport = bpf_ntohs(ports[1]);
-		f->has_ports = 1;
-	}
-	if (skb->vlan_present)
-		f->vlan = skb->vlan_tci & 0x0fff;
+	f->has_ports = has_ports;
+	f->sport = bpf_ntohs((__u16)both_ports);
+	f->dport = bpf_ntohs((__u16)(both_ports >> 16));
+	f->vlan = skb->vlan_present ? skb->vlan_tci & 0x0fff : 0;
 	return true;
 }
 
