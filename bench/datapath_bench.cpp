@@ -655,17 +655,27 @@ try {
     rows.push_back(not_yet("aqm", "(g) shaperctl, AQM on", o, "aqm"));
 #endif
 
-    // The goal: the shaped program (c) at most 1.5x the clock-and-stamp floor (b).
+    // The goal (issue 9): the goal's configuration (h), 100k classes and 10k rules, at most 1.5x
+    // the clock-and-stamp floor (b). The same bound for one class (c) is reported beside it.
     const double a = row_ns("empty"), b = row_ns("floor");
-    json goal = {
-        {"name", "datapath: 1 class <= 1.5x clock-and-stamp floor"},
-        {"measured_ns", c_ns},
-        {"floor_ns", b},
-        {"ratio", c_ns / b},
-        {"goal_ratio", 1.5},
-        {"met", c_ns / b <= 1.5},
-        {"ratio_net_of_harness", (c_ns - a) / (b - a)},
+    auto goal_of = [&](const std::string& name, double measured) -> json {
+        if (measured <= 0)
+            return nullptr;  // --only: not measured
+        return json{
+            {"name", name},
+            {"measured_ns", measured},
+            {"floor_ns", b},
+            {"ratio", measured / b},
+            {"goal_ratio", 1.5},
+            {"met", measured / b <= 1.5},
+            {"ratio_net_of_harness", (measured - a) / (b - a)},
+        };
     };
+    const double h_ns = row_ns("mixed");
+    const json goal = goal_of("datapath: " + std::to_string(o.many_classes / 1000) + "k classes + " +
+                                  std::to_string(o.rules) + " rules <= 1.5x clock-and-stamp floor",
+                              h_ns);
+    const json goal_one_class = goal_of("datapath: 1 class <= 1.5x clock-and-stamp floor", c_ns);
     json out;
     utsname u{};
     uname(&u);
@@ -686,6 +696,7 @@ try {
                    {"empty_median_ns", median(empty1)},
                    {"penalty_ns", cold_penalty}};
     out["goal"] = goal;
+    out["goal_one_class"] = goal_one_class;
     const std::string text = out.dump(2);
     if (o.json_out.empty()) {
         std::puts(text.c_str());

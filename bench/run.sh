@@ -391,9 +391,9 @@ jq -n \
       apply: {classes: $status_classes, rules: $apply_rules, from_scratch_s: $apply_s,
               again_s: $apply_again_s, runs: $ap[0]}}}),
     goals: [
-      {name: "datapath: 1 class vs clock-and-stamp floor", measured: $d.goal.measured_ns, unit: "ns",
-       goal: ($d.goal.floor_ns * 1.5), ratio: ($d.goal.ratio | r3), met: ($d.goal.ratio <= 1.5),
-       detail: "goal 1.5 x floor \($d.goal.floor_ns) ns; net of the empty program: \($d.goal.ratio_net_of_harness | r3) x"},
+      ($d.goal, $d.goal_one_class | {name: (.name | sub(" <= 1.5x"; " vs")), measured: .measured_ns, unit: "ns",
+       goal: (.floor_ns * 1.5), ratio: (.ratio | r3), met: (.ratio <= 1.5),
+       detail: "goal 1.5 x floor \(.floor_ns) ns; net of the empty program: \(.ratio_net_of_harness | r3) x"}),
       {name: "add \($c.add_classes.classes) classes (library, write_class_config loop)",
        measured: ($c.add_classes.write_class_config_loop_s | r3), unit: "s", goal: 1,
        ratio: ($c.add_classes.write_class_config_loop_s | r3), met: ($c.add_classes.write_class_config_loop_s <= 1),
