@@ -84,7 +84,6 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 {
 	__u32 id = class_id;
 	bool beyond = false;
-	int depth = 0;
 	__u64 estimate = pkt->now;
 	const struct shaper_class_config *leaf = NULL;
 	struct shaper_class_clock *leaf_clock = NULL;
@@ -111,12 +110,11 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 			leaf = cfg;
 			leaf_clock = clk;
 		}
-		depth++;
 		id = cfg->parent_id;
 		if (!id)
 			break; /* the top level: no lookups spent on class 0 */
 	}
-	if (depth == 0 || !leaf || !leaf_clock)
+	if (!leaf || !leaf_clock)
 		return EDT_UNSHAPED;
 
 	/* The leaf's charge: the flow decisions weigh it, pass 2 charges it. */
@@ -181,8 +179,10 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 				latest = dep;
 			stats_add(st, pkt->segs, cost);
 		}
+		/* The walk of pass 1, from the same entries. No level count is carried over: the
+		 * verifier would check everything after pass 1 once per depth. */
 		id = cfg->parent_id;
-		if (i + 1 >= depth)
+		if (!id)
 			break;
 	}
 	if (sparse) {
