@@ -673,3 +673,15 @@ TEST_F(Sparse, OffOrAnIdleClassChangesNothing)
 }
 
 }  // namespace
+
+// Not a timing test: the verifier's work is a count. Paths that multiply (a constant carried
+// across the class walk, a parser inlined with all its branches) once made it 190k-800k
+// instructions, near the 1M limit of 6.1's verifier and seconds of every attach; it is ~50k.
+TEST_F(Datapath, TheVerifierChecksTheProgramInFewInstructions)
+{
+    bpf_prog_info info{};
+    uint32_t len = sizeof info;
+    ASSERT_EQ(bpf_obj_get_info_by_fd(program_->prog_fd(), &info, &len), 0);
+    EXPECT_GT(info.verified_insns, 0u);
+    EXPECT_LT(info.verified_insns, 150'000u) << "a change multiplied the verifier's paths";
+}
