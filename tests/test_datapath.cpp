@@ -8,6 +8,7 @@
 
 #include <array>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -682,6 +683,7 @@ TEST_F(Datapath, TheVerifierChecksTheProgramInFewInstructions)
     bpf_prog_info info{};
     uint32_t len = sizeof info;
     ASSERT_EQ(bpf_obj_get_info_by_fd(program_->prog_fd(), &info, &len), 0);
+    std::printf("verified_insns %u\n", info.verified_insns);
     EXPECT_GT(info.verified_insns, 0u);
     EXPECT_LT(info.verified_insns, 150'000u) << "a change multiplied the verifier's paths";
 }
