@@ -91,6 +91,16 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 	struct shaper_flow *flow = NULL;
 	__u64 flow_owner = 0;
 
+	/* The leaf's counters, fetched now: pass 2 writes them after the clock's atomic, which
+	 * orders every later load behind it, so a cold entry would be a second trip to memory. */
+	struct shaper_class_stats *leaf_stats = stats_of(class_id);
+
+	if (leaf_stats) {
+		__u64 warm = *(volatile __u64 *)&leaf_stats->packets;
+
+		barrier_var(warm);
+	}
+
 	/* Pass 1: every level must accept the packet before any level is charged. */
 #pragma unroll
 	for (int i = 0; i < SHAPER_MAX_DEPTH; i++) {
@@ -161,7 +171,7 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 			i == 0 ? leaf : bpf_map_lookup_elem(&shaper_class_config, &id);
 		struct shaper_class_clock *clk =
 			i == 0 ? leaf_clock : bpf_map_lookup_elem(&shaper_class_clock, &id);
-		struct shaper_class_stats *st = stats_of(id);
+		struct shaper_class_stats *st = i == 0 ? leaf_stats : stats_of(id);
 
 		if (!clk || !st || !edt_class_usable(cfg))
 			break;
