@@ -119,9 +119,9 @@ int main(int argc, char** argv)
     std::string mode = "edt", fq_horizon = "10s", fq_flow_limit, fq_limit, max_classes;
     attach->add_option("--dev", dev, "network device")->required();
     attach->add_option("--mode", mode, "edt (pace with sch_fq) or police (drop beyond the horizon)");
-    attach->add_option("--fq-horizon", fq_horizon, "sch_fq horizon: departure times further ahead are dropped");
-    attach->add_option("--fq-flow-limit", fq_flow_limit, "sch_fq packets per flow (default 100000; the kernel's 100 overflows under small packets)");
-    attach->add_option("--fq-limit", fq_limit, "sch_fq packets in all (default 1000000)");
+    auto* fq_horizon_opt = attach->add_option("--fq-horizon", fq_horizon, "sch_fq horizon: departure times further ahead are dropped");
+    auto* fq_flow_limit_opt = attach->add_option("--fq-flow-limit", fq_flow_limit, "sch_fq packets per flow (default 100000; the kernel's 100 overflows under small packets)");
+    auto* fq_limit_opt = attach->add_option("--fq-limit", fq_limit, "sch_fq packets in all (default 1000000)");
     attach->add_option("--max-classes", max_classes, "class id capacity, fixed at first attach (default 16384)");
 
     auto* detach = app.add_subcommand("detach", "stop shaping; restore the prior qdisc, remove every pin");
@@ -275,15 +275,22 @@ int main(int argc, char** argv)
                 options.fq.limit = uint32_t(parse_int(fq_limit, 1, UINT32_MAX, "fq limit"));
             if (!max_classes.empty())
                 options.max_classes = uint32_t(parse_int(max_classes, 2, SHAPER_LIMIT_MAX_CLASSES, "max classes"));
-            switch (Shaper::attach(dev, options)) {
+            options.fq_given = {fq_horizon_opt->count() > 0, fq_flow_limit_opt->count() > 0,
+                                fq_limit_opt->count() > 0};
+            const AttachResult result = Shaper::attach(dev, options);
+            const char* fq_note = result.fq_changed ? "; fq options changed" : "";
+            switch (result.outcome) {
             case AttachOutcome::Attached:
                 std::printf("attached to %s (%s mode)\n", dev.c_str(), mode_name(options.mode));
                 break;
             case AttachOutcome::Upgraded:
-                std::printf("%s: program upgraded in place; classes and clocks kept\n", dev.c_str());
+                std::printf("%s: program upgraded in place; classes and clocks kept%s\n", dev.c_str(), fq_note);
                 break;
             case AttachOutcome::AlreadyAttached:
-                std::printf("%s: already attached with this program; nothing changed\n", dev.c_str());
+                if (result.fq_changed)
+                    std::printf("%s: already attached with this program; fq options changed\n", dev.c_str());
+                else
+                    std::printf("%s: already attached with this program; nothing changed\n", dev.c_str());
                 break;
             }
         } else if (*detach) {

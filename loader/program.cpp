@@ -154,4 +154,9 @@ int Program::map_fd(const char* name) const
 
 bool Program::uses_set_tstamp() const { return skel_->rodata->have_set_tstamp; }
 
+uint32_t pinned_max_classes(const std::string& pin_dir)
+{
+    return pinned_max_entries(pin_dir, "shaper_class_config");
+}
+
 }  // namespace shaperctl

@@ -178,10 +178,34 @@ void require_privileges()
         throw Error("permission denied: shaperctl needs root (CAP_BPF and CAP_NET_ADMIN)");
 }
 
-AttachOutcome Shaper::attach(const std::string& dev, const AttachOptions& options)
+namespace {
+
+bool same_fq(const FqOptions& a, const FqOptions& b)
+{
+    return a.horizon_ns == b.horizon_ns && a.horizon_drop == b.horizon_drop &&
+           a.flow_limit == b.flow_limit && a.limit == b.limit;
+}
+
+// What attach asks of a device attached already: its fq options with the given ones replaced.
+FqOptions fq_with_given(FqOptions fq, const AttachOptions& options)
+{
+    if (options.fq_given.horizon)
+        fq.horizon_ns = options.fq.horizon_ns;
+    if (options.fq_given.flow_limit)
+        fq.flow_limit = options.fq.flow_limit;
+    if (options.fq_given.limit)
+        fq.limit = options.fq.limit;
+    return fq;
+}
+
+}  // namespace
+
+AttachResult Shaper::attach(const std::string& dev, const AttachOptions& options)
 {
     require_privileges();
     const Device device = Device::resolve(dev);
+    if (options.mode != SHAPER_MODE_EDT && options.fq_given.any())
+        throw Error(dev_prefix(device) + "fq options apply to edt mode only");
     ensure_bpffs();
     make_private_dir(device.pin_dir(), kPinRoot);
     make_private_dir(device.run_dir(), kRunRoot);
@@ -192,14 +216,27 @@ AttachOutcome Shaper::attach(const std::string& dev, const AttachOptions& option
         if (record->mode != options.mode)
             throw Error(dev_prefix(device) + "already attached in " + mode_name(record->mode) +
                         " mode; detach first to change the mode");
+        const uint32_t capacity = pinned_max_classes(device.pin_dir());
+        if (options.max_classes && capacity && options.max_classes != capacity)
+            throw Error(dev_prefix(device) + "attached with max classes " + std::to_string(capacity) +
+                        ", fixed at first attach; detach first to change it");
         Program program = Program::load({device.pin_dir(), options.max_classes, l2_header_len(device)});
+        AttachResult result{AttachOutcome::AlreadyAttached};
+        const FqOptions fq = fq_with_given(record->fq, options);
+        if (options.mode == SHAPER_MODE_EDT && !same_fq(fq, record->fq)) {
+            install_fq(device.ifindex, fq);  // changed in place, as apply -f does
+            record->fq = fq;
+            record->save(record_path);
+            result.fq_changed = true;
+        }
         const uint32_t running = egress_filter_prog_id(device.ifindex);
         if (running && runs_same_program(running, program.prog_fd()))
-            return AttachOutcome::AlreadyAttached;
+            return result;
         // A different build: swap the filter's program in place; the maps are the pinned ones.
         attach_egress_filter(device.ifindex, program.prog_fd());
         pin_program(program, device.pin_dir());
-        return AttachOutcome::Upgraded;
+        result.outcome = AttachOutcome::Upgraded;
+        return result;
     }
 
     AttachRecord record;
@@ -233,7 +270,7 @@ AttachOutcome Shaper::attach(const std::string& dev, const AttachOptions& option
     pin_program(program, device.pin_dir());
     record.save(record_path);
     rollback.commit();
-    return AttachOutcome::Attached;
+    return {AttachOutcome::Attached};
 }
 
 void Shaper::detach(const std::string& dev)

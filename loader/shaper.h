@@ -18,13 +18,26 @@
 
 namespace shaperctl {
 
+// Which fq options the operator gave: attaching a device already attached (edt mode) changes
+// those in place and keeps the others.
+struct FqOptionsGiven {
+    bool horizon = false, flow_limit = false, limit = false;
+    bool any() const { return horizon || flow_limit || limit; }
+};
+
 struct AttachOptions {
     uint32_t mode = SHAPER_MODE_EDT;
     FqOptions fq;
-    uint32_t max_classes = 0;  // 0: SHAPER_DEFAULT_MAX_CLASSES
+    FqOptionsGiven fq_given;
+    uint32_t max_classes = 0;  // 0: SHAPER_DEFAULT_MAX_CLASSES, or what the device has
 };
 
 enum class AttachOutcome { Attached, Upgraded, AlreadyAttached };
+
+struct AttachResult {
+    AttachOutcome outcome;
+    bool fq_changed = false;  // attached already: the given fq options were applied in place
+};
 
 struct ClassStatus {
     ClassSpec spec;
@@ -65,7 +78,7 @@ struct ManagedDevice {
 
 class Shaper {
 public:
-    static AttachOutcome attach(const std::string& dev, const AttachOptions& options);
+    static AttachResult attach(const std::string& dev, const AttachOptions& options);
     static void detach(const std::string& dev);
     static std::vector<ManagedDevice> list();
 

@@ -120,6 +120,50 @@ TEST_F(Cli, EdtAttachPutsFqOnEveryQueueAndDetachRestoresThePriorRoot)
     EXPECT_EQ(ns_->tc("qdisc show dev sh0"), single_before);
 }
 
+// Runs where the kernel has sch_fq. Attaching again changes the fq options given, in place, and
+// keeps the others.
+TEST_F(Cli, AttachingAgainChangesOnlyTheFqOptionsGiven)
+{
+    if (access("/sys/module/sch_fq", F_OK) != 0)
+        GTEST_SKIP() << "this kernel has no sch_fq";
+    ok("attach --dev sh0 --fq-horizon 2s --fq-limit 5000");
+    ok("add-class --dev sh0 --id 1 --rate 10mbit");
+    const uint32_t program_id = status()["program_id"];
+    Outcome o = sh("attach --dev sh0 --fq-flow-limit 300");
+    ASSERT_EQ(o.status, 0) << o.err;
+    EXPECT_NE(o.out.find("fq options changed"), std::string::npos) << o.out;
+    json fq = json::parse(sh("dump --dev sh0").out)["devices"][0]["fq"];
+    EXPECT_EQ(fq["horizon"], "2s") << fq;
+    EXPECT_EQ(fq["limit"], 5000) << fq;
+    EXPECT_EQ(fq["flow_limit"], 300) << fq;
+    const std::string qdisc = ns_->tc("qdisc show dev sh0");
+    EXPECT_NE(qdisc.find("limit 5000p flow_limit 300p"), std::string::npos) << qdisc;
+    EXPECT_EQ(status()["program_id"], program_id);
+    EXPECT_EQ(status()["classes"].size(), 1u);
+    EXPECT_NE(sh("attach --dev sh0 --fq-flow-limit 300").out.find("nothing changed"), std::string::npos);
+    ok("detach --dev sh0");
+}
+
+TEST_F(Cli, AttachingAgainRefusesWhatOnlyDetachCanChange)
+{
+    refused("attach --dev sh0 --mode police --fq-limit 5000", "fq options apply to edt mode only");
+    EXPECT_EQ(ns_->tc("filter show dev sh0 egress"), "");
+    EXPECT_NE(access(pin_dir().c_str(), F_OK), 0);
+
+    ok("attach --dev sh0 --mode police --max-classes 1000");
+    ok("add-class --dev sh0 --id 7 --rate 10mbit");
+    refused("attach --dev sh0 --mode police --max-classes 2000",
+            "attached with max classes 1000, fixed at first attach; detach first to change it");
+    refused("attach --dev sh0 --mode police --fq-horizon 1s", "fq options apply to edt mode only");
+    refused("attach --dev sh0", "already attached in police mode");
+    EXPECT_NE(sh("attach --dev sh0 --mode police --max-classes 1000").out.find("nothing changed"),
+              std::string::npos);
+    json st = status();
+    EXPECT_EQ(st["max_classes"], 1000);
+    EXPECT_EQ(st["classes"].size(), 1u);
+    ok("detach --dev sh0");
+}
+
 TEST_F(Cli, ClassesAreAddedChangedAndDeleted)
 {
     ok("attach --dev sh0 --mode police");
