@@ -87,7 +87,7 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 	__u64 estimate = pkt->now;
 	const struct shaper_class_config *leaf = NULL;
 	struct shaper_class_clock *leaf_clock = NULL;
-	bool sparse = false;
+	__u64 sparse_leave = 0; /* set: the packet's flow is sparse, and it leaves then */
 	struct shaper_flow *flow = NULL;
 	__u64 flow_owner = 0;
 
@@ -132,14 +132,15 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 	__u32 leaf_frac;
 	const __u64 cost_ns = shaper_cost_time(leaf_cost, leaf->ns_per_byte_fp, &leaf_frac);
 
-	/* A sparse flow's packet leaves now; only a backlogged class makes anyone wait. A bulk
-	 * flow's packet counts toward its fair share. */
+	/* A sparse flow's packet leaves now, or as soon as the sparse allowance takes it; only a
+	 * backlogged class makes anyone wait. A bulk flow's packet counts toward its fair share. */
 	if (!beyond && pkt->aqm && (leaf->flags & (SHAPER_CLASS_SPARSE | SHAPER_CLASS_FAIR)) &&
 	    estimate > pkt->now + SHAPER_SPARSE_MIN_BACKLOG_NS) {
 		flow = flow_slot(skb, pkt->view, class_id, &flow_owner);
 		if (leaf->flags & SHAPER_CLASS_SPARSE)
-			sparse = sparse_departure(flow, flow_owner, leaf, leaf_clock, cost_ns + 1, pkt->now);
-		if (!sparse && flow && (leaf->flags & SHAPER_CLASS_FAIR)) {
+			sparse_leave = sparse_departure(flow, flow_owner, leaf, leaf_clock, cost_ns + 1,
+							pkt->now, estimate);
+		if (!sparse_leave && flow && (leaf->flags & SHAPER_CLASS_FAIR)) {
 			enum congestion_verdict v = fair_decide(skb, flow, flow_owner, leaf, leaf_clock,
 								cost_ns, estimate - pkt->now, pkt->now);
 
@@ -150,8 +151,8 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 	}
 
 	/* CoDel on the delay this packet would wait; a dropped packet is charged nowhere. A sparse
-	 * packet waits for nothing and tells CoDel nothing. */
-	if (!beyond && pkt->aqm && !sparse) {
+	 * packet waits for no backlog and tells CoDel nothing. */
+	if (!beyond && pkt->aqm && !sparse_leave) {
 		enum congestion_verdict v = aqm_decide(skb, class_id, leaf, estimate - pkt->now, pkt->now);
 
 		stats_congestion(class_id, v, CAUSE_AQM);
@@ -195,9 +196,9 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 		if (!id)
 			break;
 	}
-	if (sparse) {
+	if (sparse_leave) {
 		stats_sparse(class_id);
-		latest = pkt->now;
+		latest = sparse_leave;
 	}
 	if (flow && !beyond)
 		sparse_record(flow, flow_owner, latest);

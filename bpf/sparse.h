@@ -3,19 +3,22 @@
  * Sparse flows ahead of the class backlog. With one clock per class every flow of the class
  * waits behind the whole backlog: a ping behind eight bulk TCP flows waits as long as they do.
  * A flow whose packets have all left (its last departure time is past, or the flow table has no
- * record of it) has nothing of its own queued: it is sparse, and its packet may leave now instead of at the back of the backlog. A
- * bulk flow always has packets waiting, so it never is.
+ * record of it) has nothing of its own queued: it is sparse, and its packet may leave now instead
+ * of at the back of the backlog. A bulk flow always has packets waiting, so it never is.
  *
  * The packet is still charged to the class clock like any other, so the bulk flows behind it
  * leave later by its cost. What sparse packets may take early is itself a token bucket at the
- * class rate, two frames deep: over any interval T the class releases at most
- * burst + two frames + rate * T plus one packet.
+ * class rate, two frames deep (the allowance): over any interval T sparse packets leave at most
+ * two frames + rate * T, and one the bucket cannot take at once waits until it can, unless the
+ * backlog would let it leave sooner.
  */
 #ifndef SHAPER_SPARSE_H
 #define SHAPER_SPARSE_H
 
 #include "maps.h"
 #include "parse.h"
+
+#define SPARSE_CAS_TRIES 4
 
 /*
  * The flow's slot in the flow table, and the owner word that marks the slot as the flow's.
@@ -57,21 +60,40 @@ static __always_inline struct shaper_flow *flow_slot(struct __sk_buff *skb,
 	return bpf_map_lookup_elem(&shaper_flows, &index);
 }
 
-/* Whether this packet's flow is sparse and the allowance can take it (then charged to it). */
-static __always_inline bool sparse_departure(const struct shaper_flow *flow, __u64 owner,
-					     const struct shaper_class_config *cfg,
-					     struct shaper_class_clock *clk, __u64 cost_ns, __u64 now)
+/*
+ * When this packet of a sparse flow leaves (and is charged to the allowance), or 0: its flow is
+ * not sparse, or the allowance cannot take it soon. The allowance is a token bucket at the class
+ * rate: a packet it cannot take at once waits until it can, if that is within the bucket's depth
+ * (a frame or two) and before `backlog_departure`. Sent behind the backlog, it would leave its
+ * flow busy for as long as the backlog stands, and every later packet of the flow (a ping each
+ * 50 ms behind 64 bulk flows' 100 ms) would wait as long. More sparse traffic than that joins
+ * the backlog: one-packet flows never get more than the bucket ahead of the bulk ones.
+ */
+static __always_inline __u64 sparse_departure(const struct shaper_flow *flow, __u64 owner,
+					      const struct shaper_class_config *cfg,
+					      struct shaper_class_clock *clk, __u64 cost_ns,
+					      __u64 now, __u64 backlog_departure)
 {
 	if (!flow || (flow->owner == owner && flow->last_departure_ns > now))
-		return false;
+		return 0;
 
-	/* The allowance: one compare-and-swap; a lost race just means no early departure. */
+	/* The allowance's clock moves by compare-and-swap; a race lost to another CPU is retried
+	 * (a packet refused here would wait behind the backlog, and its flow with it). */
 	__u64 seen = *(volatile __u64 *)&clk->sparse_tat_ns;
-	__u64 base = seen > now ? seen : now;
 
-	if (base + cost_ns > now + cfg->sparse_allowance_ns)
-		return false;
-	return __sync_val_compare_and_swap(&clk->sparse_tat_ns, seen, base + cost_ns) == seen;
+	for (int i = 0; i < SPARSE_CAS_TRIES; i++) {
+		__u64 next = (seen > now ? seen : now) + cost_ns;
+		__u64 leave = next > now + cfg->sparse_allowance_ns ? next - cfg->sparse_allowance_ns : now;
+
+		if (leave >= backlog_departure || leave > now + cfg->sparse_allowance_ns)
+			return 0;
+		__u64 was = __sync_val_compare_and_swap(&clk->sparse_tat_ns, seen, next);
+
+		if (was == seen)
+			return leave;
+		seen = was;
+	}
+	return 0;
 }
 
 /* Remembers when the flow's latest packet leaves. */

@@ -627,38 +627,50 @@ TEST_F(Sparse, AFlowWithNothingQueuedLeavesNowOneWithAQueuedPacketWaits)
     const uint64_t first = send_flow(1000, 500);
     EXPECT_GE(first, before);
     EXPECT_LE(first, now_ns()) << "a flow with nothing queued should leave now";
-    // The same flow again: its packet has left, so it is still sparse, until the allowance
-    // (3076 bytes: six 500-byte packets) is spent; then it queues behind the backlog...
-    int early = 1;
-    uint64_t queued = 0;
-    for (int i = 0; i < 10 && !queued; i++) {
-        const uint64_t t = send_flow(1000, 500);
-        if (t < tat)
-            early++;
-        else
-            queued = t;
+    // The same flow again: its packet has left, so it is still sparse. The allowance (3076
+    // bytes) takes six 500-byte packets at once...
+    for (int i = 2; i <= 6; i++) {
+        const uint64_t departure = send_flow(1000, 500);
+        EXPECT_LE(departure, now_ns()) << "packet " << i;
     }
-    EXPECT_EQ(early, 6);
-    EXPECT_EQ(queued, tat + 6 * 500 * kNsPerByte);  // behind the backlog and its early packets
-    // ...and from then on it has a packet queued: it waits even once the allowance refills.
+    // ...the seventh waits until the allowance can take it (42 ms), not behind the backlog (1 s)...
+    const uint64_t allowance_tat = maps_->clock(1).sparse_tat_ns;
+    const uint64_t seventh = send_flow(1000, 500);
+    EXPECT_EQ(seventh, allowance_tat + 500 * kNsPerByte + 1 - 3076 * kNsPerByte);
+    EXPECT_LT(seventh, tat);
+    // ...and until it has left, the flow has a packet queued: the eighth waits behind the backlog
+    // and the seven early packets, even once the allowance refills.
     shaper_class_clock clock = maps_->clock(1);
     clock.sparse_tat_ns = 0;
     maps_->write_clock(1, clock);
     EXPECT_EQ(send_flow(1000, 500), tat + 7 * 500 * kNsPerByte);
     EXPECT_EQ(maps_->clock(1).tat_ns, tat + 8 * 500 * kNsPerByte);  // every packet charged
-    EXPECT_EQ(maps_->counters(1).sparse, 6u);
+    EXPECT_EQ(maps_->counters(1).sparse, 7u);
 }
 
 TEST_F(Sparse, EarlyDeparturesStayWithinTheAllowance)
 {
     add_class({.id = 1, .rate_bps = kSlowRate, .horizon_ns = 60 * kSec}, true, true);
     const uint64_t tat = backlog_class(1, kSec);
+    const uint64_t start = now_ns();
     int early = 0;
-    for (uint16_t flow = 1; flow <= 10; flow++)
-        if (send_flow(flow, 1000) < tat)
-            early++;
-    EXPECT_EQ(early, 3);  // 3076 bytes of allowance: three 1000-byte packets, not ten
-    EXPECT_EQ(maps_->counters(1).sparse, 3u);
+    for (uint16_t flow = 1; flow <= 10; flow++) {
+        const uint64_t departure = send_flow(flow, 1000);
+        if (departure >= tat)
+            continue;
+        early++;
+        // A token bucket at the class rate, 3076 bytes deep: by each departure, at most the
+        // depth plus the rate times the time since the start has left early.
+        EXPECT_LE(uint64_t(early) * 1000, 3076 + (departure - start) / kNsPerByte) << "flow " << flow;
+        if (early <= 3) {
+            EXPECT_LE(departure, now_ns()) << "within the depth: at once";
+        }
+    }
+    // Three 1000-byte packets at once, three more as the bucket refills (100 ms each, the last at
+    // ~292 ms); the seventh would wait longer than the bucket's depth (~392 ms > 308 ms): it
+    // joins the backlog, as do the rest. One-packet flows get no more than the bucket.
+    EXPECT_EQ(early, 6);
+    EXPECT_EQ(maps_->counters(1).sparse, 6u);
     EXPECT_EQ(maps_->clock(1).tat_ns, tat + 10 * 1000 * kNsPerByte);
 }
 
