@@ -58,8 +58,9 @@ wait_listen() {
 }
 stop_iperf_servers() {
   local _p
-  for _p in $IPERF_PIDS; do kill "$_p" 2>/dev/null; done
-  for _p in $IPERF_PIDS; do wait "$_p" 2>/dev/null; done
+  # `|| true`: a killed server's status (143) must not end a caller running under set -e.
+  for _p in $IPERF_PIDS; do kill "$_p" 2>/dev/null || true; done
+  for _p in $IPERF_PIDS; do wait "$_p" 2>/dev/null || true; done
   IPERF_PIDS=""
 }
 
