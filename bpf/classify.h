@@ -50,12 +50,12 @@ static __always_inline void packet_key(struct __sk_buff *skb, const struct packe
 				       __u32 rules_gen, struct shaper_rule_key *key)
 {
 	__u64 *w = (__u64 *)key;
-	__u64 sport = f->has_ports ? f->sport : 0, dport = f->has_ports ? f->dport : 0;
 
-	/* tuple 0, family, proto, dscp, vlan, sport | dport, has_ports, mark | priority, 0 */
+	/* tuple 0, family, proto, dscp, vlan, sport | dport, has_ports, mark | priority, 0. Ports
+	 * are 0 when the packet has none (both parsers leave them so). */
 	w[0] = (__u64)f->family << 8 | (__u64)f->proto << 16 | (__u64)f->dscp << 24 |
-	       (__u64)f->vlan << 32 | sport << 48;
-	w[1] = dport | (__u64)f->has_ports << 16 | (__u64)skb->mark << 32;
+	       (__u64)f->vlan << 32 | (__u64)f->sport << 48;
+	w[1] = f->dport | (__u64)f->has_ports << 16 | (__u64)skb->mark << 32;
 	w[2] = skb->priority;
 	w[3] = (rules_gen & SHAPER_RULES_CGROUP) ? bpf_skb_cgroup_id(skb) : 0;
 	w[4] = (__u64)f->src[1] << 32 | f->src[0];

@@ -16,8 +16,9 @@
  *
  * Concurrency: the clock only moves through atomics. Once tat >= now it can only grow, so a
  * fetch-and-add is exact; the jump from an idle clock to now is a compare-and-swap. No charge
- * is lost or doubled. Sub-ns remainders are rounded per CPU (charge.h), with no atomic. The horizon check reads the clock before charging: packets racing on
- * other CPUs can push one past the horizon by at most their own cost.
+ * is lost or doubled. Sub-ns remainders are rounded per CPU (charge.h), with no atomic. The
+ * horizon check reads the clock before charging: packets racing on other CPUs can push one past
+ * the horizon by at most their own cost.
  */
 #ifndef SHAPER_EDT_H
 #define SHAPER_EDT_H
@@ -91,8 +92,9 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 	struct shaper_flow *flow = NULL;
 	__u64 flow_owner = 0;
 
-	/* The leaf's counters, fetched now: pass 2 writes them after the clock's atomic, which
-	 * orders every later load behind it, so a cold entry would be a second trip to memory. */
+	/* The leaf's counters, fetched now and used by every count below: pass 2 writes them after
+	 * the clock's atomic, which orders every later load behind it, so a cold entry would be a
+	 * second trip to memory. */
 	struct shaper_class_stats *leaf_stats = stats_of(class_id);
 
 	if (leaf_stats) {
@@ -144,7 +146,7 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 			enum congestion_verdict v = fair_decide(skb, flow, flow_owner, leaf, leaf_clock,
 								cost_ns, estimate - pkt->now, pkt->now);
 
-			stats_congestion(class_id, v, CAUSE_FAIR);
+			stats_congestion(leaf_stats, v, CAUSE_FAIR);
 			if (v == CONGESTION_DROP)
 				return EDT_DROP;
 		}
@@ -155,7 +157,7 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 	if (!beyond && pkt->aqm && !sparse_leave) {
 		enum congestion_verdict v = aqm_decide(skb, class_id, leaf, estimate - pkt->now, pkt->now);
 
-		stats_congestion(class_id, v, CAUSE_AQM);
+		stats_congestion(leaf_stats, v, CAUSE_AQM);
 		if (v == CONGESTION_DROP)
 			return EDT_DROP;
 	}
@@ -197,7 +199,8 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 			break;
 	}
 	if (sparse_leave) {
-		stats_sparse(class_id);
+		if (leaf_stats)
+			leaf_stats->sparse++;
 		latest = sparse_leave;
 	}
 	if (flow && !beyond)

@@ -47,7 +47,7 @@ struct packet_fields {
 	__u8 dscp;
 	__u8 has_ports; /* TCP, UDP or SCTP, and not a later fragment */
 	__u16 vlan;     /* outermost VLAN id (accelerated tag first), 0 when untagged */
-	__u16 sport, dport;
+	__u16 sport, dport; /* 0 when the packet has no ports */
 	__u32 src[4], dst[4]; /* network order; IPv4 in [0] */
 };
 

@@ -21,12 +21,6 @@
 #define SPARSE_CAS_TRIES 4
 
 /*
- * The flow's slot in the flow table, and the owner word that marks the slot as the flow's.
- * Direct-mapped rather than a hash map: the lookup is a few inlined instructions instead of a
- * hash and a bucket walk. Two flows sharing a slot each find the other's mark and count as new:
- * at worst a bulk flow is taken for sparse, which the allowance bounds.
- */
-/*
  * The flow's hash: the kernel's (sockets set it), or else one of the addresses, protocol and
  * ports, cheaper than having the kernel dissect the packet for it.
  */
@@ -47,6 +41,12 @@ static __always_inline __u32 flow_hash(struct __sk_buff *skb, struct packet_view
 	return view->flow_hash;
 }
 
+/*
+ * The flow's slot in the flow table, and the owner word that marks the slot as the flow's.
+ * Direct-mapped rather than a hash map: the lookup is a few inlined instructions instead of a
+ * hash and a bucket walk. Two flows sharing a slot each find the other's mark and count as new:
+ * at worst a bulk flow is taken for sparse, which the allowance bounds.
+ */
 static __always_inline struct shaper_flow *flow_slot(struct __sk_buff *skb,
 						     struct packet_view *view, __u32 class_id,
 						     __u64 *owner)

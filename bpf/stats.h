@@ -28,26 +28,16 @@ static __always_inline void stats_count(__u32 class_id, __u32 segs, __u64 bytes)
 		stats_add(st, segs, bytes);
 }
 
-/* A mark or a drop, counted by its cause. */
-static __always_inline void stats_congestion(__u32 class_id, enum congestion_verdict v,
-					     enum congestion_cause cause)
+/* A mark or a drop, counted by its cause at the class whose counters `st` are. */
+static __always_inline void stats_congestion(struct shaper_class_stats *st,
+					     enum congestion_verdict v, enum congestion_cause cause)
 {
-	struct shaper_class_stats *st;
-
-	if (v == CONGESTION_PASS || !(st = stats_of(class_id)))
+	if (v == CONGESTION_PASS || !st)
 		return;
 	if (cause == CAUSE_FAIR)
 		(*(v == CONGESTION_MARKED ? &st->fair_marks : &st->drops_fair))++;
 	else
 		(*(v == CONGESTION_MARKED ? &st->ecn_marks : &st->drops_aqm))++;
-}
-
-static __always_inline void stats_sparse(__u32 class_id)
-{
-	struct shaper_class_stats *st = bpf_map_lookup_elem(&shaper_class_stats, &class_id);
-
-	if (st)
-		st->sparse++;
 }
 
 #endif /* SHAPER_STATS_H */

@@ -287,10 +287,8 @@ int main(int argc, char** argv)
                 std::printf("%s: program upgraded in place; classes and clocks kept%s\n", dev.c_str(), fq_note);
                 break;
             case AttachOutcome::AlreadyAttached:
-                if (result.fq_changed)
-                    std::printf("%s: already attached with this program; fq options changed\n", dev.c_str());
-                else
-                    std::printf("%s: already attached with this program; nothing changed\n", dev.c_str());
+                std::printf("%s: already attached with this program; %s\n", dev.c_str(),
+                            result.fq_changed ? "fq options changed" : "nothing changed");
                 break;
             }
         } else if (*detach) {
