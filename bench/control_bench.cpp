@@ -39,6 +39,7 @@
 #include "loader/device.h"
 #include "loader/error.h"
 #include "loader/fd.h"
+#include "loader/libbpf_log.h"
 #include "loader/maps.h"
 #include "loader/program.h"
 #include "loader/rules.h"

@@ -42,6 +42,7 @@
 #include <vector>
 
 #include "loader/class_config.h"
+#include "loader/libbpf_log.h"
 #include "loader/maps.h"
 #include "loader/program.h"
 #include "loader/rules.h"

@@ -124,7 +124,8 @@ std::string man_page(const CLI::App& app, const std::string& version)
         << ".SH FILES\n.TP\n/etc/shaperctl/config.json\nread by shaperctl.service (apply on start, detach on stop)\n"
         << ".TP\n/sys/fs/bpf/shaperctl/ns\\fIINODE\\fR/if\\fIIFINDEX\\fR/\npinned program and maps of a device\n"
         << ".TP\n/run/shaperctl/ns\\fIINODE\\fR/if\\fIIFINDEX\\fR/attach.json\nwhat attach did, so that detach undoes exactly that\n"
-        << ".SH ENVIRONMENT\n.TP\nSHAPERCTL_DEBUG\nset to 1 to see libbpf's log\n"
+        << ".SH ENVIRONMENT\n.TP\nSHAPERCTL_DEBUG\nset to 1 to see libbpf's log; the verifier's log of a refused program goes to\n"
+        << "/run/shaperctl/verifier.log, or to the file named when the value is an absolute path\n"
         << ".SH SEE ALSO\n.BR tc (8),\n.BR tc\\-fq (8),\n.BR ip\\-netns (8)\n";
     return out.str();
 }

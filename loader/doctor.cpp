@@ -22,6 +22,7 @@
 
 #include "loader/device.h"
 #include "loader/error.h"
+#include "loader/libbpf_log.h"
 #include "loader/program.h"
 #include "loader/qdisc.h"
 #include "loader/shaper.h"

@@ -4,34 +4,16 @@
 #include <bpf/libbpf.h>
 
 #include <cerrno>
-#include <cstdarg>
-#include <cstdio>
-#include <cstdlib>
 #include <string>
 #include <utility>
 
 #include "loader/error.h"
+#include "loader/libbpf_log.h"
 #include "shaper.skel.h"
 #include "shaper_abi.h"
 
 namespace shaperctl {
 namespace {
-
-std::string g_last_libbpf_message;
-
-int libbpf_print(enum libbpf_print_level level, const char* format, va_list args)
-{
-    char line[1024];
-    vsnprintf(line, sizeof line, format, args);
-    if (std::getenv("SHAPERCTL_DEBUG"))
-        std::fputs(line, stderr);
-    if (level != LIBBPF_DEBUG) {
-        g_last_libbpf_message = line;
-        while (!g_last_libbpf_message.empty() && g_last_libbpf_message.back() == '\n')
-            g_last_libbpf_message.pop_back();
-    }
-    return 0;
-}
 
 // Existing pinned maps fix the class capacity: libbpf only reuses a pin of identical shape.
 uint32_t pinned_max_entries(const std::string& pin_dir, const char* map_name)
@@ -73,25 +55,18 @@ std::string load_failure(int err)
     if (err == -EPERM)
         return "loading the BPF program was refused: run as root (CAP_BPF, CAP_NET_ADMIN)";
     std::string msg = errno_message("loading the BPF program failed", err);
+    if (std::string verifier = verifier_log_summary(); !verifier.empty())
+        return msg + verifier;
     std::string detail = last_libbpf_message();
     return detail.empty() ? msg : msg + " (libbpf: " + detail + ")";
 }
 
 }  // namespace
 
-void quiet_libbpf()
-{
-    libbpf_set_print(libbpf_print);
-}
-
-std::string last_libbpf_message()
-{
-    return g_last_libbpf_message;
-}
-
 Program Program::load(const ProgramOptions& options)
 {
     quiet_libbpf();
+    forget_verifier_log();
     LIBBPF_OPTS(bpf_object_open_opts, open_opts);
     if (!options.pin_dir.empty())
         open_opts.pin_root_path = options.pin_dir.c_str();

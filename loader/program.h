@@ -40,9 +40,4 @@ private:
 // The class capacity of the maps pinned in pin_dir (fixed when they were made); 0: none pinned.
 uint32_t pinned_max_classes(const std::string& pin_dir);
 
-// Routes libbpf's own messages to stderr only when SHAPERCTL_DEBUG is set; otherwise keeps
-// the last one, so errors can quote it on a single line.
-void quiet_libbpf();
-std::string last_libbpf_message();
-
 }  // namespace shaperctl
