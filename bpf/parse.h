@@ -38,6 +38,12 @@ static __always_inline int parse_load(struct __sk_buff *skb, __u32 off, void *to
 		__builtin_memcpy(to, data + off, len);
 		return 0;
 	}
+	/* Stored to before the helper fills it, so that the verifier meets a store on this path
+	 * too. The copy above spills words; the helper's bytes are not spills. Where a state that
+	 * copied meets one that called the helper, the verifier traces the copied words' precision
+	 * back into this path, past the helper, and 7.x stops with a "verifier bug" (-EFAULT) on
+	 * reaching a state whose stack never held the buffer. The stores end that trace here. */
+	__builtin_memset(to, 0, len);
 	return bpf_skb_load_bytes(skb, off, to, len);
 }
 
