@@ -22,6 +22,7 @@
 
 #include "loader/device.h"
 #include "loader/error.h"
+#include "loader/kernel_features.h"
 #include "loader/libbpf_log.h"
 #include "loader/program.h"
 #include "loader/qdisc.h"
@@ -198,11 +199,17 @@ std::vector<Finding> run_doctor(const std::string& netns)
         for (const char* check : {"bpf program", "set_tstamp", "clsact", "sch_fq"})
             out.push_back({check, "warn", needs_root, "run shaperctl doctor as root"});
     } else {
-        try {
-            Program program = Program::load({"", 0, 14});
-            out.push_back({"bpf program", "ok", "loads and verifies on this kernel", ""});
-        } catch (const Error& e) {
-            out.push_back({"bpf program", "fail", e.what(), "a kernel with BPF, BTF and tc clsact (5.15+)"});
+        const std::vector<const KernelFeature*> missing = missing_features(datapath_features());
+        if (!missing.empty()) {
+            out.push_back({"bpf program", "fail", lacking_sentence(kernel_release(), missing),
+                           "a kernel of " + version_needed(missing) + " or later"});
+        } else {
+            try {
+                Program program = Program::load({"", 0, 14});
+                out.push_back({"bpf program", "ok", "loads and verifies on this kernel", ""});
+            } catch (const Error& e) {
+                out.push_back({"bpf program", "fail", e.what(), "a kernel with BPF, BTF and tc clsact (5.15+)"});
+            }
         }
         const int tstamp = libbpf_probe_bpf_helper(BPF_PROG_TYPE_SCHED_CLS, BPF_FUNC_skb_set_tstamp, nullptr);
         if (tstamp == 1)

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "loader/error.h"
+#include "loader/kernel_features.h"
 #include "loader/libbpf_log.h"
 #include "shaper.skel.h"
 #include "shaper_abi.h"
@@ -66,6 +67,8 @@ std::string load_failure(int err)
 Program Program::load(const ProgramOptions& options)
 {
     quiet_libbpf();
+    // A kernel without a feature the program needs is named in a sentence, not an errno.
+    require_datapath_features();
     forget_verifier_log();
     LIBBPF_OPTS(bpf_object_open_opts, open_opts);
     if (!options.pin_dir.empty())
