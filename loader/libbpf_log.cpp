@@ -7,7 +7,9 @@
 #include <filesystem>
 #include <fstream>
 
+#include "loader/bpffs.h"
 #include "loader/device.h"
+#include "loader/error.h"
 
 namespace shaperctl {
 namespace {
@@ -46,8 +48,13 @@ void write_log_file(const std::string& path, std::string_view log)
 {
     g_verifier_log_file.clear();
     g_verifier_log_error.clear();
-    std::error_code ec;
-    std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+    const std::string dir = std::filesystem::path(path).parent_path();
+    try {
+        make_private_dir(dir, dir);  // /run/shaperctl as attach makes it
+    } catch (const Error& e) {
+        g_verifier_log_error = "could not keep the whole log: " + std::string(e.what());
+        return;
+    }
     std::ofstream out(path, std::ios::binary | std::ios::trunc);
     if (out)
         out.write(log.data(), static_cast<std::streamsize>(log.size()));
