@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /*
- * shaperctl's tc clsact egress program: classify -> edt -> stamp.
+ * shaperctl's egress program (TCX link, or tc clsact filter): classify -> edt -> stamp.
  * The kernel's sch_fq holds each packet until the stamped departure time; in police mode
  * (no sch_fq) the horizon check alone limits the class, by dropping.
  */
@@ -12,7 +12,10 @@
 #include "edt.h"
 #include "stats.h"
 
-#define TC_ACT_OK 0
+/* A packet classified and stamped, not dropped, goes on to the programs after ours: -1 is tc's
+ * TC_ACT_UNSPEC (next filter) and TCX's TCX_NEXT. Where none follows, the packet passes as with
+ * TC_ACT_OK, which would end the chain for everyone else. */
+#define SHAPER_PASS -1
 #define TC_ACT_SHOT 2
 
 /* Set by the loader from a probe: bpf_skb_set_tstamp (5.18+) marks the stamp as a monotonic
@@ -72,7 +75,7 @@ int shaper_egress(struct __sk_buff *skb)
 	__u64 departure = 0;
 
 	if (!settings)
-		return TC_ACT_OK;
+		return SHAPER_PASS;
 
 	__u32 rules_gen = settings->rules_gen, class_id = 0;
 	/* sch_fq keys a connected socket's packets by the socket, any other packet by its hash. */
@@ -97,11 +100,11 @@ int shaper_egress(struct __sk_buff *skb)
 			if (fq_by_hash)
 				separate_fq_flows(skb, &view, class_id);
 		}
-		return TC_ACT_OK;
+		return SHAPER_PASS;
 	default:
 		stats_count(SHAPER_STATS_UNCLASSIFIED, pkt.segs,
 			    shaper_packet_cost(pkt.wire_len, pkt.segs, 0, 0));
-		return TC_ACT_OK;
+		return SHAPER_PASS;
 	}
 }
 

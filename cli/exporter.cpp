@@ -128,7 +128,7 @@ std::string metrics_text(const std::vector<DeviceStatus>& devices, const std::ve
              "1 when the managed device is present and its maps were read, else 0.");
     e.family("shaperctl_device_info", "gauge", "Managed device: ifindex and mode (edt or police) as labels.");
     e.family("shaperctl_device_filter_attached", "gauge",
-             "1 when shaperctl's program is on the device's tc clsact egress hook.");
+             "1 when shaperctl's program is on the device's egress hook (tcx or tc clsact).");
     e.family("shaperctl_device_tx_queues", "gauge", "TX queues of the device.");
     e.family("shaperctl_device_fq_queues", "gauge", "TX queues whose qdisc is fq (edt mode paces on them).");
     e.family("shaperctl_device_default_class", "gauge", "Class of packets no rule matches (0: none).");

@@ -115,7 +115,7 @@ int main(int argc, char** argv)
     std::string dev, netns;
     app.add_option("-n,--netns", netns, "network namespace of the device (/run/netns/NAME, as ip -n)");
 
-    auto* attach = app.add_subcommand("attach", "start shaping a device (tc clsact egress + fq)");
+    auto* attach = app.add_subcommand("attach", "start shaping a device (tcx or tc clsact egress + fq)");
     std::string mode = "edt", fq_horizon = "10s", fq_flow_limit, fq_limit, max_classes;
     attach->add_option("--dev", dev, "network device")->required();
     attach->add_option("--mode", mode, "edt (pace with sch_fq) or police (drop beyond the horizon)");
@@ -285,6 +285,10 @@ int main(int argc, char** argv)
                 break;
             case AttachOutcome::Upgraded:
                 std::printf("%s: program upgraded in place; classes and clocks kept%s\n", dev.c_str(), fq_note);
+                break;
+            case AttachOutcome::Moved:
+                std::printf("%s: moved to %s; classes, rules and clocks kept%s\n", dev.c_str(),
+                            attach_point_name(result.hook), fq_note);
                 break;
             case AttachOutcome::AlreadyAttached:
                 std::printf("%s: already attached with this program; %s\n", dev.c_str(),

@@ -86,7 +86,8 @@ std::string man_page(const CLI::App& app, const std::string& version)
         << ".SH NAME\nshaperctl \\- " << roff(app.get_description().substr(app.get_description().find(": ") + 2)) << "\n"
         << ".SH SYNOPSIS\n.B shaperctl\n[\\fB\\-n\\fR \\fINETNS\\fR] \\fICOMMAND\\fR [\\fIOPTIONS\\fR]\n"
         << ".SH DESCRIPTION\n"
-        << "A BPF program on tc clsact egress puts each packet in a class and stamps its earliest departure\n"
+        << "A BPF program on the device's egress (a TCX link on 6.6+, else tc clsact) puts each packet\n"
+        << "in a class and stamps its earliest departure\n"
         << "time from that class's token bucket; sch_fq holds the packet until then (edt mode). Where the\n"
         << "kernel lacks sch_fq, police mode drops what would leave beyond the class horizon instead.\n"
         << "Each command is a process of its own; the state lives in pinned BPF maps.\n"
@@ -122,10 +123,11 @@ std::string man_page(const CLI::App& app, const std::string& version)
         << "0 on success; 1 when a command is refused or fails (doctor: when a check fails); 2 for a\n"
         << "command line that does not parse.\n"
         << ".SH FILES\n.TP\n/etc/shaperctl/config.json\nread by shaperctl.service (apply on start, detach on stop)\n"
-        << ".TP\n/sys/fs/bpf/shaperctl/ns\\fIINODE\\fR/if\\fIIFINDEX\\fR/\npinned program and maps of a device\n"
+        << ".TP\n/sys/fs/bpf/shaperctl/ns\\fIINODE\\fR/if\\fIIFINDEX\\fR/\npinned program, maps and TCX link of a device\n"
         << ".TP\n/run/shaperctl/ns\\fIINODE\\fR/if\\fIIFINDEX\\fR/attach.json\nwhat attach did, so that detach undoes exactly that\n"
         << ".SH ENVIRONMENT\n.TP\nSHAPERCTL_DEBUG\nset to 1 to see libbpf's log; the verifier's log of a refused program goes to\n"
         << "/run/shaperctl/verifier.log, or to the file named when the value is an absolute path\n"
+        << ".TP\nSHAPERCTL_ATTACH\nattach's hook: tc (tc clsact egress) or tcx; unset, tcx where the kernel has it\n"
         << ".SH SEE ALSO\n.BR tc (8),\n.BR tc\\-fq (8),\n.BR ip\\-netns (8)\n";
     return out.str();
 }

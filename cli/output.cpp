@@ -6,7 +6,7 @@
 #include <map>
 #include <sstream>
 
-#include "loader/tc_filter.h"
+#include "loader/egress_hook.h"
 #include "rule_args.h"
 #include "units.h"
 
@@ -162,7 +162,7 @@ nlohmann::ordered_json status_json_without_classes(const DeviceStatus& st)
         {"netns", st.device.netns},
         {"present", st.present},
         {"mode", mode_name(st.mode)},
-        {"attach_point", kAttachPoint},
+        {"attach_point", attach_point_name(st.hook)},
         {"program_id", st.program_id},
         {"program_tag", st.program_tag.empty() ? nlohmann::ordered_json(nullptr)
                                                : nlohmann::ordered_json(st.program_tag)},
@@ -209,7 +209,7 @@ std::string status_table(const DeviceStatus& st)
 {
     std::ostringstream out;
     out << "dev " << st.device.name << " (ifindex " << st.device.ifindex << ")  mode "
-        << mode_name(st.mode) << "  " << kAttachPoint << " prog " << st.program_id
+        << mode_name(st.mode) << "  " << attach_point_name(st.hook) << " prog " << st.program_id
         << (st.program_tag.empty() ? "" : " tag " + st.program_tag) << "  "
         << qdisc_summary(st) << "\n";
     out << "default class "

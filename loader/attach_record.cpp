@@ -39,7 +39,8 @@ void AttachRecord::save(const std::string& path) const
 {
     nlohmann::json j = {
         {"device", device}, {"ifindex", ifindex}, {"netns", netns}, {"mode", mode},
-        {"installed_fq", installed_fq}, {"created_clsact", created_clsact},
+        {"installed_fq", installed_fq}, {"created_clsact", egress.created_clsact},
+        {"hook", hook_key(egress.hook)}, {"tc_priority", egress.tc_priority},
         {"fq", {{"horizon_ns", fq.horizon_ns}, {"horizon_drop", fq.horizon_drop},
                 {"flow_limit", fq.flow_limit}, {"limit", fq.limit}}},
         {"prior_root", nullptr},
@@ -73,7 +74,10 @@ std::optional<AttachRecord> AttachRecord::load(const std::string& path)
         r.netns = j.at("netns").get<uint64_t>();
         r.mode = j.at("mode").get<uint32_t>();
         r.installed_fq = j.at("installed_fq").get<bool>();
-        r.created_clsact = j.at("created_clsact").get<bool>();
+        r.egress.created_clsact = j.at("created_clsact").get<bool>();
+        // Records of builds before TCX: a tc filter at priority 1.
+        r.egress.hook = j.value("hook", "tc") == "tcx" ? EgressHook::Tcx : EgressHook::TcClsact;
+        r.egress.tc_priority = j.value("tc_priority", kLegacyTcFilterPriority);
         const auto& fq = j.at("fq");
         r.fq.horizon_ns = fq.at("horizon_ns").get<uint64_t>();
         r.fq.horizon_drop = fq.at("horizon_drop").get<bool>();

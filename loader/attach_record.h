@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 
+#include "loader/egress_hook.h"
 #include "loader/qdisc.h"
 
 namespace shaperctl {
@@ -17,7 +18,7 @@ struct AttachRecord {
     FqOptions fq;
     bool installed_fq = false;
     std::optional<Qdisc> prior_root;  // the root qdisc before attach
-    bool created_clsact = false;
+    EgressAttachment egress;          // where the program runs, and whether we created clsact
 
     void save(const std::string& path) const;
     static std::optional<AttachRecord> load(const std::string& path);  // nullopt: none

@@ -21,13 +21,14 @@
 #include <thread>
 
 #include "loader/device.h"
+#include "loader/egress_hook.h"
 #include "loader/error.h"
 #include "loader/kernel_features.h"
 #include "loader/libbpf_log.h"
 #include "loader/program.h"
 #include "loader/qdisc.h"
 #include "loader/shaper.h"
-#include "loader/tc_filter.h"
+#include "loader/tcx_link.h"
 
 namespace shaperctl {
 namespace detail {
@@ -113,19 +114,20 @@ void check_device(const ManagedDevice& m, const std::string& shaperctl, std::vec
                        "remove " + device.pin_dir() + " and " + device.run_dir()});
         return;
     }
-    const uint32_t running = egress_filter_prog_id(m.ifindex);
+    const uint32_t running = egress_prog_id(device, m.egress);
     const uint32_t pinned = pinned_prog_id(device.pin_dir());
+    const std::string hook = attach_point_name(m.egress.hook);
     if (!running)
         out.push_back({who + " filter", "fail",
-                       "no shaperctl filter on tc clsact egress: packets leave unshaped",
+                       "no shaperctl program on " + hook + ": packets leave unshaped",
                        shaperctl + " attach --dev " + m.name + " puts it back"});
     else if (pinned && running != pinned)
         out.push_back({who + " filter", "warn",
-                       "tc clsact egress runs program " + std::to_string(running) + ", the pinned one is " +
+                       hook + " runs program " + std::to_string(running) + ", the pinned one is " +
                            std::to_string(pinned),
                        shaperctl + " attach --dev " + m.name + " replaces it"});
     else
-        out.push_back({who + " filter", "ok", "program " + std::to_string(running) + " on tc clsact egress", ""});
+        out.push_back({who + " filter", "ok", "program " + std::to_string(running) + " on " + hook, ""});
 
     if (m.mode == SHAPER_MODE_EDT) {
         const PacingSetup pacing = inspect_pacing(m.ifindex);
@@ -196,7 +198,7 @@ std::vector<Finding> run_doctor(const std::string& netns)
     const std::string needs_root = "not checked: needs root";
     bool fq_ok = false;
     if (!root) {
-        for (const char* check : {"bpf program", "set_tstamp", "clsact", "sch_fq"})
+        for (const char* check : {"bpf program", "set_tstamp", "clsact", "tcx", "sch_fq"})
             out.push_back({check, "warn", needs_root, "run shaperctl doctor as root"});
     } else {
         const std::vector<const KernelFeature*> missing = missing_features(datapath_features());
@@ -232,6 +234,10 @@ std::vector<Finding> run_doctor(const std::string& netns)
         } catch (const Error& e) {
             out.push_back({"clsact", "fail", e.what(), "a kernel with CONFIG_NET_SCH_INGRESS (clsact)"});
         }
+        if (kernel_has_tcx())
+            out.push_back({"tcx", "ok", "TCX: attach links the program on tcx egress", ""});
+        else
+            out.push_back({"tcx", "ok", "no TCX (before 6.6): attach uses tc clsact egress", ""});
         std::string fq_error;
         try {
             detail::in_scratch_netns([] { install_fq(static_cast<int>(if_nametoindex("lo")), FqOptions{}); });

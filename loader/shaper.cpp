@@ -20,10 +20,10 @@
 #include <thread>
 
 #include "loader/bpffs.h"
+#include "loader/egress_hook.h"
 #include "loader/error.h"
 #include "loader/program.h"
 #include "loader/rules.h"
-#include "loader/tc_filter.h"
 
 namespace shaperctl {
 namespace {
@@ -104,7 +104,7 @@ std::string prog_tag_hex(uint32_t prog_id)
 void pin_program(const Program& program, const std::string& pin_dir)
 {
     const std::string path = pin_dir + "/" + kProgPin;
-    unlink(path.c_str());  // an older build's pin; the tc filter holds its own reference
+    unlink(path.c_str());  // an older build's pin; the filter or link holds its own reference
     if (bpf_obj_pin(program.prog_fd(), path.c_str()))
         throw Error(errno_message("cannot pin the program at " + path, errno));
 }
@@ -206,6 +206,7 @@ AttachResult Shaper::attach(const std::string& dev, const AttachOptions& options
     const Device device = Device::resolve(dev);
     if (options.mode != SHAPER_MODE_EDT && options.fq_given.any())
         throw Error(dev_prefix(device) + "fq options apply to edt mode only");
+    const EgressHook hook = chosen_egress_hook();
     ensure_bpffs();
     make_private_dir(device.pin_dir(), kPinRoot);
     make_private_dir(device.run_dir(), kRunRoot);
@@ -221,7 +222,7 @@ AttachResult Shaper::attach(const std::string& dev, const AttachOptions& options
             throw Error(dev_prefix(device) + "attached with max classes " + std::to_string(capacity) +
                         ", fixed at first attach; detach first to change it");
         Program program = Program::load({device.pin_dir(), options.max_classes, l2_header_len(device)});
-        AttachResult result{AttachOutcome::AlreadyAttached};
+        AttachResult result{AttachOutcome::AlreadyAttached, false, record->egress.hook};
         const FqOptions fq = fq_with_given(record->fq, options);
         if (options.mode == SHAPER_MODE_EDT && !same_fq(fq, record->fq)) {
             install_fq(device.ifindex, fq);  // changed in place, as apply -f does
@@ -229,11 +230,25 @@ AttachResult Shaper::attach(const std::string& dev, const AttachOptions& options
             record->save(record_path);
             result.fq_changed = true;
         }
-        const uint32_t running = egress_filter_prog_id(device.ifindex);
+        if (!is_current(record->egress, hook)) {
+            // Another hook (or an older build's filter priority): the maps stay as they are.
+            record->egress = move_egress(device, record->egress, hook, program.prog_fd());
+            record->save(record_path);
+            pin_program(program, device.pin_dir());
+            result.outcome = AttachOutcome::Moved;
+            result.hook = hook;
+            return result;
+        }
+        const uint32_t running = egress_prog_id(device, record->egress);
         if (running && runs_same_program(running, program.prog_fd()))
             return result;
-        // A different build: swap the filter's program in place; the maps are the pinned ones.
-        attach_egress_filter(device.ifindex, program.prog_fd());
+        // A different build: swap the program in place (the link's or the filter's); the maps
+        // are the pinned ones. Put back if someone took it off.
+        const bool created_clsact = attach_egress(device, hook, program.prog_fd()).created_clsact;
+        if (created_clsact && !record->egress.created_clsact) {
+            record->egress.created_clsact = true;
+            record->save(record_path);
+        }
         pin_program(program, device.pin_dir());
         result.outcome = AttachOutcome::Upgraded;
         return result;
@@ -265,17 +280,18 @@ AttachResult Shaper::attach(const std::string& dev, const AttachOptions& options
         record.installed_fq = true;
         rollback.add([&] { restore_root(device.ifindex, record.prior_root); });
     }
-    record.created_clsact = attach_egress_filter(device.ifindex, program.prog_fd()).created_clsact;
-    rollback.add([&] { detach_egress_filter(device.ifindex, record.created_clsact); });
+    record.egress = attach_egress(device, hook, program.prog_fd());
+    rollback.add([&] { detach_egress(device, record.egress); });
     pin_program(program, device.pin_dir());
     record.save(record_path);
     rollback.commit();
-    return {AttachOutcome::Attached};
+    return {AttachOutcome::Attached, false, hook};
 }
 
 void Shaper::detach(const std::string& dev)
 {
     require_privileges();
+    quiet_libbpf();  // removing a tc filter where there is no clsact (TCX) is no news
     const Device device = Device::resolve_managed(dev);
     if (!path_exists(device.run_dir() + "/" + kRecordFile) && !path_exists(device.pin_dir()))
         throw Error(dev_prefix(device) + "not attached");
@@ -286,7 +302,7 @@ void Shaper::detach(const std::string& dev)
         // A device deleted since attach took its filter and qdiscs with it; its ifindex may
         // name another device by now, which must not be touched. Only the pins are left.
         if (device.current_name() == device.name) {
-            detach_egress_filter(device.ifindex, record && record->created_clsact);
+            detach_egress(device, record ? record->egress : EgressAttachment{});
             if (record && record->installed_fq)
                 restore_root(device.ifindex, record->prior_root);
         }
@@ -304,7 +320,8 @@ std::vector<ManagedDevice> Shaper::list()
                                              kRecordFile);
             if (!record)
                 continue;
-            ManagedDevice m{record->device, record->ifindex, record->netns, record->mode, false};
+            ManagedDevice m{record->device, record->ifindex, record->netns, record->mode, false,
+                            record->egress};
             if (record->netns == here) {
                 Device d{record->device, record->ifindex, record->netns};
                 std::string name = d.current_name();
@@ -570,11 +587,12 @@ DeviceStatus Shaper::status(std::chrono::nanoseconds sample) const
     st.device = device_;
     st.present = device_.current_name() == device_.name;
     st.mode = record_.mode;
+    st.hook = record_.egress.hook;
     const shaper_settings settings = maps_.settings();
     st.default_class = settings.default_class;
     st.max_classes = maps_.max_classes();
     if (st.present) {
-        st.program_id = egress_filter_prog_id(device_.ifindex);
+        st.program_id = egress_prog_id(device_, record_.egress);
         if (st.program_id)
             st.program_tag = prog_tag_hex(st.program_id);
         st.pacing = inspect_pacing(device_.ifindex);

@@ -32,11 +32,14 @@ struct AttachOptions {
     uint32_t max_classes = 0;  // 0: SHAPER_DEFAULT_MAX_CLASSES, or what the device has
 };
 
-enum class AttachOutcome { Attached, Upgraded, AlreadyAttached };
+// Moved: from tc clsact to TCX (a newer kernel, or SHAPERCTL_ATTACH), or to our filter's
+// current tc priority (an older build's attach).
+enum class AttachOutcome { Attached, Upgraded, Moved, AlreadyAttached };
 
 struct AttachResult {
     AttachOutcome outcome;
     bool fq_changed = false;  // attached already: the given fq options were applied in place
+    EgressHook hook = EgressHook::TcClsact;  // where the program runs now
 };
 
 struct ClassStatus {
@@ -56,6 +59,7 @@ struct DeviceStatus {
     Device device;
     bool present = true;  // false: the device was deleted while attached
     uint32_t mode = 0;
+    EgressHook hook = EgressHook::TcClsact;
     uint32_t program_id = 0;
     std::string program_tag;  // hex hash of its instructions: which build runs ("" if none)
     bool uses_set_tstamp = false;
@@ -74,6 +78,7 @@ struct ManagedDevice {
     uint64_t netns = 0;
     uint32_t mode = 0;
     bool present = false;
+    EgressAttachment egress;
 };
 
 class Shaper {

@@ -17,7 +17,6 @@ namespace {
 
 // Our filter's identity on the hook: other filters (Cilium's, say) keep theirs.
 constexpr uint32_t kHandle = 0x5348;  // "SH"
-constexpr uint32_t kPriority = 1;
 
 bpf_tc_hook egress_hook(int ifindex)
 {
@@ -28,12 +27,12 @@ bpf_tc_hook egress_hook(int ifindex)
     return hook;
 }
 
-bpf_tc_opts filter_opts(int prog_fd = 0, uint32_t flags = 0)
+bpf_tc_opts filter_opts(uint32_t priority, int prog_fd = 0, uint32_t flags = 0)
 {
     bpf_tc_opts opts{};
     opts.sz = sizeof opts;
     opts.handle = kHandle;
-    opts.priority = kPriority;
+    opts.priority = priority;
     opts.prog_fd = prog_fd;
     opts.flags = flags;
     return opts;
@@ -80,31 +79,30 @@ unsigned filters_on(int ifindex, uint32_t parent)
 
 }  // namespace
 
-TcAttachment attach_egress_filter(int ifindex, int prog_fd)
+bool attach_egress_filter(int ifindex, int prog_fd, uint32_t priority)
 {
-    TcAttachment result;
     bpf_tc_hook hook = egress_hook(ifindex);
     int err = bpf_tc_hook_create(&hook);
     if (err && err != -EEXIST)
         throw Error(errno_message("cannot create the clsact qdisc", err));
-    result.created_clsact = (err == 0);
+    const bool created_clsact = (err == 0);
 
-    bpf_tc_opts opts = filter_opts(prog_fd, BPF_TC_F_REPLACE);
+    bpf_tc_opts opts = filter_opts(priority, prog_fd, BPF_TC_F_REPLACE);
     err = bpf_tc_attach(&hook, &opts);
     if (err) {
-        if (result.created_clsact) {
+        if (created_clsact) {
             hook.attach_point = static_cast<bpf_tc_attach_point>(BPF_TC_INGRESS | BPF_TC_EGRESS);
             bpf_tc_hook_destroy(&hook);
         }
         throw Error(errno_message("cannot attach the filter on tc clsact egress", err));
     }
-    return result;
+    return created_clsact;
 }
 
-void detach_egress_filter(int ifindex, bool remove_clsact)
+bool detach_egress_filter(int ifindex, uint32_t priority, bool remove_clsact)
 {
     bpf_tc_hook hook = egress_hook(ifindex);
-    bpf_tc_opts opts = filter_opts();
+    bpf_tc_opts opts = filter_opts(priority);
     int err = bpf_tc_detach(&hook, &opts);
     if (err && err != -ENOENT && err != -EINVAL && err != -ENODEV)
         throw Error(errno_message("cannot detach the filter from tc clsact egress", err));
@@ -112,14 +110,15 @@ void detach_egress_filter(int ifindex, bool remove_clsact)
     const uint32_t egress = TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_EGRESS);
     if (remove_clsact && filters_on(ifindex, ingress) + filters_on(ifindex, egress) == 0) {
         hook.attach_point = static_cast<bpf_tc_attach_point>(BPF_TC_INGRESS | BPF_TC_EGRESS);
-        bpf_tc_hook_destroy(&hook);
+        return bpf_tc_hook_destroy(&hook) == 0;
     }
+    return false;
 }
 
-uint32_t egress_filter_prog_id(int ifindex)
+uint32_t egress_filter_prog_id(int ifindex, uint32_t priority)
 {
     bpf_tc_hook hook = egress_hook(ifindex);
-    bpf_tc_opts opts = filter_opts();
+    bpf_tc_opts opts = filter_opts(priority);
     return bpf_tc_query(&hook, &opts) == 0 ? opts.prog_id : 0;
 }
 

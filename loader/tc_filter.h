@@ -5,20 +5,23 @@
 
 namespace shaperctl {
 
-struct TcAttachment {
-    bool created_clsact = false;  // whether we created the clsact qdisc (and may remove it)
-};
+// Our filter's priority on the hook. tc runs filters in ascending priority and a program
+// attached at 1 (Cilium's default, and shaperctl's before) leaves nothing room to run before it:
+// the middle of 1..65535 leaves room on both sides for filters that must run before us
+// (classifiers whose marks our rules match) or after us (we end no chain).
+constexpr uint32_t kTcFilterPriority = 0x8000;
+// Where builds before that one put it: upgrades find and remove it there.
+constexpr uint32_t kLegacyTcFilterPriority = 1;
 
-// Attaches (or atomically replaces, on upgrade) the program as our filter.
-TcAttachment attach_egress_filter(int ifindex, int prog_fd);
+// Attaches (or atomically replaces) the program as our filter at `priority`; returns whether
+// it created the clsact qdisc (and may remove it).
+bool attach_egress_filter(int ifindex, int prog_fd, uint32_t priority);
 
-// Removes our filter; removes clsact too when we created it and it holds nothing else.
-void detach_egress_filter(int ifindex, bool remove_clsact);
+// Removes our filter; removes clsact too when remove_clsact and it holds nothing else. Returns
+// whether it removed clsact.
+bool detach_egress_filter(int ifindex, uint32_t priority, bool remove_clsact);
 
 // The program id our filter runs, 0 when there is none.
-uint32_t egress_filter_prog_id(int ifindex);
-
-// The attach point as status names it.
-constexpr const char* kAttachPoint = "tc clsact egress";
+uint32_t egress_filter_prog_id(int ifindex, uint32_t priority);
 
 }  // namespace shaperctl

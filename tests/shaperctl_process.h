@@ -156,9 +156,9 @@ protected:
     {
         return shaperctl_run("-n " + ns_->name() + " " + args, prefix);
     }
-    void ok(const std::string& args)
+    void ok(const std::string& args, const std::string& prefix = "")
     {
-        Outcome o = sh(args);
+        Outcome o = sh(args, prefix);
         ASSERT_EQ(o.status, 0) << args << ": " << o.err;
     }
 

@@ -17,6 +17,7 @@
 #include "loader/cgroup.h"
 #include "loader/device.h"
 #include "loader/maps.h"
+#include "loader/tcx_link.h"
 #include "netns.h"
 #include "shaperctl_process.h"
 
@@ -64,10 +65,12 @@ TEST_F(Cli, AttachIsIdempotentAndDetachLeavesNothing)
     ok("attach --dev sh0 --mode police");
     json st = status();
     EXPECT_EQ(st["mode"], "police");
-    EXPECT_EQ(st["attach_point"], "tc clsact egress");
+    EXPECT_EQ(st["attach_point"], shaperctl::kernel_has_tcx() ? "tcx egress" : "tc clsact egress");
     EXPECT_GT(st["program_id"].get<uint32_t>(), 0u);
     EXPECT_EQ(st["qdisc"]["fq_everywhere"], false);
-    EXPECT_NE(ns_->tc("filter show dev sh0 egress").find("shaper_egress"), std::string::npos);
+    if (!shaperctl::kernel_has_tcx()) {
+        EXPECT_NE(ns_->tc("filter show dev sh0 egress").find("shaper_egress"), std::string::npos);
+    }
 
     Outcome again = sh("attach --dev sh0 --mode police");
     EXPECT_EQ(again.status, 0);

@@ -23,7 +23,7 @@ using namespace shaperctl;
 
 namespace {
 
-constexpr int kTcActOk = 0;
+constexpr int kPass = -1;  // TC_ACT_UNSPEC and TCX_NEXT: on to the next program (the packet passes)
 constexpr int kTcActShot = 2;
 constexpr uint64_t kSec = 1'000'000'000ull;
 
@@ -129,7 +129,7 @@ TEST_F(Datapath, GsoPacketCostsEverySegmentWithItsOverhead)
     const uint32_t segs = 44, seg_wire = 1435 + 54;
     Verdict first = run(segs * seg_wire, segs);
     Verdict second = run(segs * seg_wire, segs);
-    ASSERT_EQ(first.action, kTcActOk);
+    ASSERT_EQ(first.action, kPass);
     EXPECT_EQ(first.tstamp, tat);
     EXPECT_EQ(second.tstamp - first.tstamp, uint64_t(segs) * (seg_wire + 24) * 1000);
     ClassCounters c = maps_->counters(1);
@@ -147,7 +147,7 @@ TEST_F(Datapath, BurstLeavesAtOnceThenTheDebtDelays)
     std::vector<uint64_t> stamps;
     for (int i = 0; i < 13; i++) {
         Verdict v = run(1000, 1);
-        ASSERT_EQ(v.action, kTcActOk);
+        ASSERT_EQ(v.action, kPass);
         stamps.push_back(v.tstamp);
     }
     const uint64_t after = now_ns();
@@ -165,7 +165,7 @@ TEST_F(Datapath, PacketLargerThanBurstLeavesAndTakesDebt)
     add_class({.id = 1, .rate_bps = 8'000'000, .burst_bytes = 1000});
     Verdict big = run(9000, 1);
     Verdict next = run(100, 1);
-    ASSERT_EQ(big.action, kTcActOk);
+    ASSERT_EQ(big.action, kPass);
     EXPECT_LE(big.tstamp, now_ns());
     EXPECT_EQ(next.tstamp - big.tstamp, 8'000'000u);  // 9000 us of debt less 1000 us of burst
 }
@@ -209,7 +209,7 @@ TEST_F(Datapath, LargePacketsAtExtremeRatesDoNotOverflow)
     // 8 kbit: a 64 KB packet is 65.536 s of clock, exactly.
     add_class({.id = 1, .rate_bps = 8'000, .horizon_ns = SHAPER_HORIZON_MAX_NS});
     const uint64_t before = now_ns();
-    ASSERT_EQ(run(65536, 45).action, kTcActOk);
+    ASSERT_EQ(run(65536, 45).action, kPass);
     shaper_class_clock clock = maps_->clock(1);
     EXPECT_GE(clock.tat_ns, before + 65'536'000'000'000ull / 1000);
     EXPECT_LE(clock.tat_ns, now_ns() + 65'536'000'000'000ull / 1000);
@@ -220,12 +220,12 @@ TEST_F(Datapath, LargePacketsAtExtremeRatesDoNotOverflow)
     add_class({.id = 2, .rate_bps = 400'000'000'000ull});
     set_default_class(2);
     const uint64_t tat = backlog_class(2, kSec);
-    ASSERT_EQ(run(65536, 45).action, kTcActOk);
+    ASSERT_EQ(run(65536, 45).action, kPass);
     EXPECT_EQ(maps_->clock(2).tat_ns, tat + 1311);
     // Per-byte time is rounded up by < 2^-32 ns: 65536 bytes add < 1.6e-5 ns.
     EXPECT_NEAR(double(maps_->counters(2).clock_carry) / 4294967296.0, 0.28, 2e-5);
     for (int i = 0; i < 4; i++)
-        ASSERT_EQ(run(65536, 45).action, kTcActOk);
+        ASSERT_EQ(run(65536, 45).action, kPass);
     EXPECT_EQ(maps_->clock(2).tat_ns, tat + 1311 * 3 + 1310 + 1311);  // 6553.6 ns, rounded up
     EXPECT_NEAR(double(maps_->counters(2).clock_carry) / 4294967296.0, 0.4, 2e-5);
 
@@ -353,7 +353,7 @@ TEST_F(Datapath, UnclassifiedPacketsPassUnshapedAndAreCounted)
 {
     set_default_class(0);
     Verdict v = run(1000, 2, 0);
-    EXPECT_EQ(v.action, kTcActOk);
+    EXPECT_EQ(v.action, kPass);
     EXPECT_EQ(v.tstamp, 0u);
     set_default_class(7);  // a default class that is not configured counts the same
     run(500, 1, 0);
@@ -373,7 +373,7 @@ TEST_F(Datapath, PoliceModeDropsBeyondTheHorizonAndDoesNotStamp)
     for (int i = 0; i < 20; i++) {
         Verdict v = run(1000, 1, 0);
         EXPECT_EQ(v.tstamp, 0u);
-        (v.action == kTcActOk ? passed : dropped)++;
+        (v.action == kPass ? passed : dropped)++;
     }
     EXPECT_EQ(passed, 6);  // the packet at now, then 5 s of tolerance at 1 s each
     EXPECT_EQ(dropped, 14);
@@ -418,10 +418,10 @@ TEST_F(Aqm, ActsAfterAnIntervalAboveTargetThenAtTheControlLawPace)
     add_aqm_class(false);
     backlog_class(1, 500'000'000);  // 50 ms of delay, target 1 ms
     for (int i = 0; i < 5; i++)
-        EXPECT_EQ(send(0).action, kTcActOk) << "acting before an interval above target";
+        EXPECT_EQ(send(0).action, kPass) << "acting before an interval above target";
     sleep_ms(25);
     EXPECT_EQ(send(0).action, kTcActShot);
-    EXPECT_EQ(send(0).action, kTcActOk);  // the next one only interval/sqrt(1) later
+    EXPECT_EQ(send(0).action, kPass);  // the next one only interval/sqrt(1) later
     sleep_ms(22);
     EXPECT_EQ(send(0).action, kTcActShot);
     ClassCounters c = maps_->counters(1);
@@ -437,7 +437,7 @@ TEST_F(Aqm, MarksEcnCapablePacketsInsteadOfDropping)
     EXPECT_EQ(send(2).ecn, 2);  // ECT(0) passes untouched before the interval
     sleep_ms(25);
     Sent ect = send(2);
-    EXPECT_EQ(ect.action, kTcActOk);
+    EXPECT_EQ(ect.action, kPass);
     EXPECT_EQ(ect.ecn, 3);  // CE
     sleep_ms(22);
     EXPECT_EQ(send(0).action, kTcActShot);  // not ECN-capable: dropped even with ECN on
@@ -454,10 +454,10 @@ TEST_F(Aqm, RestsOnceTheDelayFallsBelowTarget)
     sleep_ms(25);
     EXPECT_EQ(send(0).action, kTcActShot);
     backlog_class(1, 0);  // the backlog drained
-    EXPECT_EQ(send(0).action, kTcActOk);
+    EXPECT_EQ(send(0).action, kPass);
     backlog_class(1, 500'000'000);
     for (int i = 0; i < 3; i++)
-        EXPECT_EQ(send(0).action, kTcActOk) << "a new episode needs a new interval above target";
+        EXPECT_EQ(send(0).action, kPass) << "a new episode needs a new interval above target";
     EXPECT_EQ(maps_->counters(1).drops_aqm, 1u);
 }
 
@@ -470,7 +470,7 @@ TEST_F(Aqm, OffMeansNoMarksNoDrops)
     send(2);
     sleep_ms(25);
     EXPECT_EQ(send(2).ecn, 2);
-    EXPECT_EQ(send(0).action, kTcActOk);
+    EXPECT_EQ(send(0).action, kPass);
     EXPECT_EQ(maps_->counters(1).drops_aqm + maps_->counters(1).ecn_marks, 0u);
 }
 
@@ -532,18 +532,18 @@ TEST_F(Fair, NotEcnCapableIsDroppedAndChargedNowhere)
 {
     add_fair_class(kSec, true);
     for (int i = 1; i <= 12; i++)
-        ASSERT_EQ(send_flow(1000, 0).action, kTcActOk);
+        ASSERT_EQ(send_flow(1000, 0).action, kPass);
     const uint64_t tat = maps_->clock(1).tat_ns;
     EXPECT_EQ(send_flow(1000, 0).action, kTcActShot);
     EXPECT_EQ(maps_->clock(1).tat_ns, tat);
-    EXPECT_EQ(send_flow(1000, 0).action, kTcActOk);
+    EXPECT_EQ(send_flow(1000, 0).action, kPass);
     const ClassCounters c = maps_->counters(1);
     EXPECT_EQ(c.drops_fair, 1u);
     EXPECT_EQ(c.packets, 13u);
     // With ECN off even ECN-capable packets are dropped.
     add_fair_class(kSec, false);
     for (int i = 1; i <= 12; i++)
-        ASSERT_EQ(send_flow(3000, 2).action, kTcActOk);
+        ASSERT_EQ(send_flow(3000, 2).action, kPass);
     EXPECT_EQ(send_flow(3000, 2).action, kTcActShot);
 }
 

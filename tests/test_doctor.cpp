@@ -9,6 +9,7 @@
 
 #include "loader/doctor.h"
 #include "loader/error.h"
+#include "loader/tcx_link.h"
 #include "netns.h"
 #include "shaperctl_process.h"
 
@@ -55,7 +56,7 @@ TEST(Doctor, SaysWhatThisKernelHasAndLacks)
     Outcome o = shaperctl_run("doctor --json");
     const json report = json::parse(o.out);
     for (const char* check : {"kernel", "privileges", "btf", "bpffs", "bpf program", "set_tstamp", "clsact",
-                              "sch_fq", "default_qdisc", "congestion_control", "managed devices"}) {
+                              "tcx", "sch_fq", "default_qdisc", "congestion_control", "managed devices"}) {
         const json f = finding(report, check);
         ASSERT_FALSE(f.is_null()) << "no finding " << check << " in " << o.out;
         EXPECT_TRUE(f["status"] == "ok" || f["status"] == "warn" || f["status"] == "fail") << f;
@@ -66,6 +67,8 @@ TEST(Doctor, SaysWhatThisKernelHasAndLacks)
     }
     EXPECT_EQ(finding(report, "btf")["status"], "ok");
     EXPECT_EQ(finding(report, "clsact")["status"], "ok");
+    EXPECT_EQ(finding(report, "tcx")["detail"].get<std::string>().starts_with("TCX"),
+              shaperctl::kernel_has_tcx()) << finding(report, "tcx");
     EXPECT_EQ(finding(report, "bpf program")["status"], "ok") << finding(report, "bpf program");
     const json fq = finding(report, "sch_fq");
     if (have_sch_fq()) {
@@ -124,9 +127,10 @@ protected:
 };
 
 // Someone removes our filter (or replaces the qdisc): doctor fails and says how to fix it.
+// On tc clsact (tests/test_tcx.cpp takes a TCX link off).
 TEST_F(DoctorDevice, NoticesARemovedFilter)
 {
-    ASSERT_EQ(sh("attach --dev sh0 --mode police").status, 0);
+    ASSERT_EQ(sh("attach --dev sh0 --mode police", "SHAPERCTL_ATTACH=tc ").status, 0);
     int status = -1;
     json report = doctor(&status);
     const std::string managed = finding(report, "managed devices")["detail"];
@@ -144,7 +148,7 @@ TEST_F(DoctorDevice, NoticesARemovedFilter)
     EXPECT_EQ(status, 1);
     EXPECT_EQ(report["ok"], false);
 
-    ASSERT_EQ(sh("attach --dev sh0 --mode police").status, 0);  // the fix the hint gives
+    ASSERT_EQ(sh("attach --dev sh0 --mode police", "SHAPERCTL_ATTACH=tc ").status, 0);  // the fix the hint gives
     EXPECT_EQ(finding(doctor(), "dev sh0 filter")["status"], "ok");
 }
 

@@ -1,0 +1,49 @@
+// Where shaperctl's program runs on a device's egress: a TCX link where the kernel has TCX
+// (6.6+), else a filter on tc clsact. Either way the program ends no chain: programs attached
+// before or after ours keep running. What attach did is kept in the attach record, so that
+// detach undoes exactly that and an attach over an older attachment moves it.
+#pragma once
+
+#include <cstdint>
+
+#include "loader/device.h"
+#include "loader/tc_filter.h"
+
+namespace shaperctl {
+
+enum class EgressHook { TcClsact, Tcx };
+
+struct EgressAttachment {
+    EgressHook hook = EgressHook::TcClsact;
+    uint32_t tc_priority = kTcFilterPriority;  // our tc filter's (in records of older builds: 1)
+    bool created_clsact = false;  // we created clsact: detach removes it once nothing else is on it
+};
+
+// As status names it: "tcx egress" or "tc clsact egress".
+const char* attach_point_name(EgressHook hook);
+const char* hook_key(EgressHook hook);  // "tcx" or "tc", as the attach record keeps it
+
+// The hook an attach uses: TCX where the kernel has it, else tc clsact; SHAPERCTL_ATTACH=tc or
+// =tcx chooses instead. Error: another value, or tcx on a kernel without it.
+EgressHook chosen_egress_hook();
+
+// Whether `current` is where an attach choosing `hook` would put the program now.
+bool is_current(const EgressAttachment& current, EgressHook hook);
+
+// Puts the program on the hook (a pinned TCX link or our filter already there gets it in place).
+EgressAttachment attach_egress(const Device& device, EgressHook hook, int prog_fd);
+
+// Moves the program from `from` to `to`, keeping everything the maps hold: the new attachment
+// goes in first, then the old comes out, so no packet leaves unshaped. A packet that passes
+// both in the microseconds between is charged twice (TCX runs before clsact): late, never early.
+EgressAttachment move_egress(const Device& device, const EgressAttachment& from, EgressHook to,
+                             int prog_fd);
+
+// The program id our attachment runs; 0 when it is gone.
+uint32_t egress_prog_id(const Device& device, const EgressAttachment& attachment);
+
+// Takes our program off the device (the TCX link if one is pinned, the tc filter), and clsact
+// when we created it and nothing else is on it.
+void detach_egress(const Device& device, const EgressAttachment& attachment);
+
+}  // namespace shaperctl
