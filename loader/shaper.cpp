@@ -21,6 +21,7 @@
 
 #include "loader/bpffs.h"
 #include "loader/egress_hook.h"
+#include "loader/libbpf_log.h"
 #include "loader/error.h"
 #include "loader/program.h"
 #include "loader/rules.h"
