@@ -1,5 +1,8 @@
 // What the shaper owes sch_fq, which enforces its departure times: no packet stamped to leave
-// later may carry the priority sch_fq sends unpaced (BPF_PROG_TEST_RUN).
+// later may carry the priority sch_fq sends unpaced (BPF_PROG_TEST_RUN), and no class horizon
+// may lie beyond fq's, where fq would drop what the class has charged (the check itself, and a
+// file's classes against the file's fq horizon). End to end: tests/vm/e2e (case prio7) and the
+// fq-horizon tests of test_cli.cpp and test_apply.cpp, which need sch_fq.
 #include <bpf/bpf.h>
 #include <gtest/gtest.h>
 
@@ -8,7 +11,9 @@
 #include <ctime>
 #include <string>
 
+#include "cli/config_file.h"
 #include "loader/class_config.h"
+#include "loader/error.h"
 #include "loader/maps.h"
 #include "loader/program.h"
 #include "loader/rules.h"
@@ -130,6 +135,69 @@ TEST_F(FqPriority, OnlyWhenTheDepartureLiesAhead)
     const Out police = run(kPrioControl);
     EXPECT_EQ(police.tstamp, 0u);
     EXPECT_EQ(police.priority, kPrioControl);
+}
+
+// --- class horizons against fq's ---------------------------------------------------------
+
+const FqHorizon kFq10s{10 * kSec, " on eth0 (attach --fq-horizon raises it)"};
+
+std::string refusal(const ClassSpec& spec, const FqHorizon& fq)
+{
+    try {
+        make_class_config(spec, 100, 2 * kSec, fq);
+    } catch (const Error& e) {
+        return e.what();
+    }
+    return "(accepted)";
+}
+
+TEST(FqHorizonCheck, AClassHorizonBeyondFqsIsRefusedInOneLine)
+{
+    EXPECT_EQ(refusal({.id = 10, .rate_bps = 1'000'000, .horizon_ns = 30 * kSec}, kFq10s),
+              "class 10: horizon 30s exceeds sch_fq's horizon 10s on eth0 (attach --fq-horizon raises it)");
+    // The default horizon (2s here) is checked like a given one.
+    EXPECT_EQ(refusal({.id = 3, .rate_bps = 1'000'000}, {kSec, ""}),
+              "class 3: horizon 2s exceeds sch_fq's horizon 1s");
+    // fq keeps its horizon in whole microseconds: 10s + 500ns is 10s to the kernel.
+    EXPECT_EQ(refusal({.id = 1, .rate_bps = 1'000'000, .horizon_ns = 10 * kSec + 500}, {10 * kSec + 500, ""}),
+              "class 1: horizon 10000000.5us exceeds sch_fq's horizon 10s");
+}
+
+TEST(FqHorizonCheck, UpToFqsHorizonAndWithoutFqIsAccepted)
+{
+    EXPECT_EQ(refusal({.id = 10, .rate_bps = 1'000'000, .horizon_ns = 10 * kSec}, kFq10s), "(accepted)");
+    EXPECT_EQ(refusal({.id = 10, .rate_bps = 1'000'000}, kFq10s), "(accepted)");
+    // Police mode: no sch_fq, nothing to fit (the range check still applies).
+    EXPECT_EQ(refusal({.id = 10, .rate_bps = 1'000'000, .horizon_ns = 60 * kSec}, {}), "(accepted)");
+    EXPECT_NO_THROW(check_fits_fq_horizon(10, 60 * kSec, {}));
+}
+
+// apply -f checks a file's classes against the file's own fq horizon (the one apply installs),
+// before anything changes, with the JSON path in front.
+TEST(FqHorizonCheck, AFileIsCheckedAgainstItsOwnFqHorizon)
+{
+    auto error = [](const std::string& text) {
+        try {
+            parse_config(text);
+        } catch (const Error& e) {
+            return std::string(e.what());
+        }
+        return std::string("(accepted)");
+    };
+    EXPECT_EQ(error(R"({"devices": [{"device": "eth0", "classes": [{"id": 10, "rate": "5mbit", "horizon": "30s"}]}]})"),
+              "devices[0].classes[0]: class 10: horizon 30s exceeds sch_fq's horizon 10s "
+              "(devices[0].fq.horizon raises it)");
+    EXPECT_EQ(error(R"({"devices": [{"device": "eth0", "fq": {"horizon": "1s"},
+                                     "classes": [{"id": 1, "rate": "5mbit", "horizon": "1s"},
+                                                 {"id": 2, "rate": "5mbit"}]}]})"),
+              "devices[0].classes[1]: class 2: horizon 2s exceeds sch_fq's horizon 1s "
+              "(devices[0].fq.horizon raises it)");
+    EXPECT_EQ(error(R"({"devices": [{"device": "eth0", "fq": {"horizon": "30s"},
+                                     "classes": [{"id": 10, "rate": "5mbit", "horizon": "30s"}]}]})"),
+              "(accepted)");
+    EXPECT_EQ(error(R"({"devices": [{"device": "eth0", "mode": "police",
+                                     "classes": [{"id": 10, "rate": "5mbit", "horizon": "30s"}]}]})"),
+              "(accepted)");
 }
 
 }  // namespace
