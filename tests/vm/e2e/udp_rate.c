@@ -9,9 +9,9 @@
  *     buffer (8 MiB: what a shaper holds within its horizon does not stop it); prints
  *     {"sent": N, "unsent": N (socket buffer full), "priority": N}.
  *   udp_rate recv --port P --window S [--timeout S]
- *     counts the payload that arrives within WINDOW seconds of the first datagram, on the
- *     receiver's clock; prints {"datagrams": N, "bytes": N, "window_ns": N, "bps": N}. Exits 1
- *     when nothing arrived within TIMEOUT seconds (default 30).
+ *     counts the payload that arrives within WINDOW seconds of the first datagram, by the
+ *     kernel's receive times; prints {"datagrams": N, "bytes": N, "window_ns": N, "bps": N}.
+ *     Exits 1 when nothing arrived within TIMEOUT seconds (default 30).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -81,35 +81,71 @@ static int do_send(const char *dst, int port, double rate, double seconds, int s
 	return 0;
 }
 
+/* When the kernel received a datagram (SO_TIMESTAMPNS, CLOCK_REALTIME), else when it is read. */
+static uint64_t arrival_ns(struct msghdr *msg)
+{
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(msg); c; c = CMSG_NXTHDR(msg, c)) {
+		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) {
+			struct timespec ts;
+
+			memcpy(&ts, CMSG_DATA(c), sizeof ts);
+			return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+		}
+	}
+	struct timespec now;
+
+	clock_gettime(CLOCK_REALTIME, &now);
+	return (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
+}
+
+/*
+ * Datagrams are counted by the kernel's receive time, not by when this process reads them: a
+ * receiver scheduled late (a busy VM) neither loses the window's last datagrams nor counts a
+ * queue it found at its first read. The window ends at the first datagram received after it,
+ * or after a second without any.
+ */
 static int do_recv(int port, double window, double timeout)
 {
 	static char buf[65536];
+	char control[256];
 	struct sockaddr_in at = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
 	int fd = socket(AF_INET, SOCK_DGRAM, 0);
-	int rcvbuf = 4 << 20;
+	int rcvbuf = 4 << 20, on = 1;
 
 	if (fd < 0 || bind(fd, (struct sockaddr *)&at, sizeof at)) {
 		perror("udp_rate: bind");
 		return 1;
 	}
 	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+	setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof on);
 	struct pollfd pfd = {.fd = fd, .events = POLLIN};
-	if (poll(&pfd, 1, (int)(timeout * 1000)) != 1) {
-		fprintf(stderr, "udp_rate: nothing arrived in %.0f s\n", timeout);
-		return 1;
-	}
-	const uint64_t first = now_ns(), end = first + (uint64_t)(window * 1e9);
+	uint64_t first = 0, end = 0;
 	unsigned long long datagrams = 0, bytes = 0;
 
-	for (uint64_t t = first; t < end; t = now_ns()) {
-		pfd.revents = 0;
-		if (poll(&pfd, 1, (int)((end - t) / 1000000 + 1)) != 1)
-			continue;
-		ssize_t n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
-		if (n >= 0 && now_ns() < end) {
-			datagrams++;
-			bytes += (unsigned long long)n;
+	for (;;) {
+		if (poll(&pfd, 1, first ? 1000 : (int)(timeout * 1000)) != 1) {
+			if (first)
+				break;
+			fprintf(stderr, "udp_rate: nothing arrived in %.0f s\n", timeout);
+			return 1;
 		}
+		struct iovec iov = {.iov_base = buf, .iov_len = sizeof buf};
+		struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control,
+				     .msg_controllen = sizeof control};
+		ssize_t n = recvmsg(fd, &msg, MSG_DONTWAIT);
+
+		if (n < 0)
+			continue;
+		const uint64_t t = arrival_ns(&msg);
+
+		if (!first) {
+			first = t;
+			end = first + (uint64_t)(window * 1e9);
+		}
+		if (t >= end)
+			break;
+		datagrams++;
+		bytes += (unsigned long long)n;
 	}
 	printf("{\"datagrams\": %llu, \"bytes\": %llu, \"window_ns\": %llu, \"bps\": %.0f}\n", datagrams, bytes,
 	       (unsigned long long)(end - first), (double)bytes * 8 / window);
