@@ -56,6 +56,26 @@ static __always_inline void stamp(struct __sk_buff *skb, __u64 departure)
 		skb->tstamp = departure;
 }
 
+/*
+ * sch_fq before Linux 6.8 sends a packet of priority TC_PRIO_CONTROL (7 in the low four bits;
+ * root of a container's network namespace may set it with SO_PRIORITY) from its internal queue
+ * at once, whatever its departure time: it would leave its class unpaced. A packet stamped to
+ * leave later gets TC_PRIO_INTERACTIVE (6) instead, the rest of its priority kept. Since 6.8
+ * sch_fq paces every priority and maps 6 and 7 to the same band (its default priomap), so the
+ * rewrite changes nothing there. Rules have matched the original priority already.
+ */
+#define TC_PRIO_MAX 15
+#define TC_PRIO_INTERACTIVE 6
+#define TC_PRIO_CONTROL 7
+
+static __always_inline void keep_paced(struct __sk_buff *skb)
+{
+	__u32 priority = skb->priority;
+
+	if ((priority & TC_PRIO_MAX) == TC_PRIO_CONTROL)
+		skb->priority = (priority & ~TC_PRIO_MAX) | TC_PRIO_INTERACTIVE;
+}
+
 SEC("tc")
 int shaper_egress(struct __sk_buff *skb)
 {
@@ -96,7 +116,10 @@ int shaper_egress(struct __sk_buff *skb)
 		return TC_ACT_SHOT;
 	case EDT_SEND:
 		if (edt) {
-			stamp(skb, honour_own_departure(skb, departure, pkt.now));
+			departure = honour_own_departure(skb, departure, pkt.now);
+			stamp(skb, departure);
+			if (departure > pkt.now)
+				keep_paced(skb);
 			if (fq_by_hash)
 				separate_fq_flows(skb, &view, class_id);
 		}

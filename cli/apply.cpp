@@ -20,6 +20,7 @@ struct Target {
     bool attached = false;
     std::optional<Shaper> shaper;  // holds the device's lock from planning to the last change
     bool fq_change = false;
+    bool fq_horizon_lowered = false;  // then changed after the classes, whose horizons it bounds
     std::vector<ConfigStep> steps;
     std::vector<std::string> lines;
 };
@@ -92,6 +93,7 @@ void plan(Target& t)
         check_class_ids(want, current.max_classes);
         if (w.mode == SHAPER_MODE_EDT && !same_fq(current.fq, w.fq)) {
             t.fq_change = true;
+            t.fq_horizon_lowered = w.fq.horizon_ns < current.fq.horizon_ns;
             t.lines.push_back("~ fq " + fq_changes(current.fq, w.fq));
         }
     } else {
@@ -205,9 +207,12 @@ void apply_file(const std::string& path, bool dry_run, std::ostream& out)
     for (Target& t : targets) {
         if (!t.shaper)
             t.shaper.emplace(Shaper::open(t.want->name));
-        if (t.fq_change)
+        // fq's horizon bounds the classes': raised before they change, lowered after.
+        if (t.fq_change && !t.fq_horizon_lowered)
             t.shaper->set_fq_options(t.want->config.fq);
         t.shaper->apply(t.steps);
+        if (t.fq_change && t.fq_horizon_lowered)
+            t.shaper->set_fq_options(t.want->config.fq);
     }
 }
 

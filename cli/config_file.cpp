@@ -279,7 +279,9 @@ uint64_t mode_horizon(uint32_t mode)
     return mode == SHAPER_MODE_POLICE ? SHAPER_DEFAULT_POLICE_HORIZON_NS : SHAPER_DEFAULT_HORIZON_NS;
 }
 
-ClassSpec parse_class(const json& j, const std::string& path, const ShaperConfig& device)
+// A class of the device at `device_path` ("devices[0]"), whose mode and fq options are parsed.
+ClassSpec parse_class(const json& j, const std::string& path, const std::string& device_path,
+                      const ShaperConfig& device)
 {
     check_keys(j, path, "class");
     ClassSpec spec;
@@ -311,10 +313,14 @@ ClassSpec parse_class(const json& j, const std::string& path, const ShaperConfig
         spec.sparse = get_switch(j["sparse"], path + ".sparse", "on", "off");
     if (j.contains("fair"))
         spec.fair = get_switch(j["fair"], path + ".fair", "on", "off");
-    // The datapath's own checks (ranges, an hour of credit at most, ...). A horizon of 0 is the
-    // mode's default, as on the command line: resolved here, as the device stores it.
+    // The datapath's own checks (ranges, an hour of credit at most, within fq's horizon, ...). A
+    // horizon of 0 is the mode's default, as on the command line: resolved here, as the device
+    // stores it.
     const uint32_t max = device.max_classes ? device.max_classes : SHAPER_LIMIT_MAX_CLASSES;
-    spec.horizon_ns = at(path, [&] { return make_class_config(spec, max, mode_horizon(device.mode)); }).horizon_ns;
+    FqHorizon fq;
+    if (device.mode == SHAPER_MODE_EDT)
+        fq = {device.fq.horizon_ns, " (" + device_path + ".fq.horizon raises it)"};
+    spec.horizon_ns = at(path, [&] { return make_class_config(spec, max, mode_horizon(device.mode), fq); }).horizon_ns;
     return spec;
 }
 
@@ -479,7 +485,7 @@ ConfigDevice parse_device(const json& j, const std::string& path, const CgroupNa
             fail(path + ".classes", "expected an array of classes");
         for (size_t i = 0; i < classes.size(); i++) {
             const std::string p = path + ".classes[" + std::to_string(i) + "]";
-            ClassSpec spec = parse_class(classes[i], p, c);
+            ClassSpec spec = parse_class(classes[i], p, path, c);
             if (auto it = d.class_index.find(spec.id); it != d.class_index.end())
                 fail(p + ".id", "class " + std::to_string(spec.id) + " is given twice (also " + path +
                                     ".classes[" + std::to_string(it->second) + "])");

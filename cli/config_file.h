@@ -3,9 +3,10 @@
 //
 // Parsing checks the whole file before anything is done with it: unknown or repeated keys,
 // types, every value as the CLI would parse it, and the device's configuration as a whole
-// (parents exist and form a tree at most SHAPER_MAX_DEPTH deep, prefs unique, rules name
-// classes of the file, the default class exists, the rule set fits the datapath). Errors are
-// one line that starts with the JSON path: `devices[0].classes[3].rate: bad rate "10mbt": ...`.
+// (class horizons within its fq horizon in edt mode, parents exist and form a tree at most
+// SHAPER_MAX_DEPTH deep, prefs unique, rules name classes of the file, the default class exists,
+// the rule set fits the datapath). Errors are one line that starts with the JSON path:
+// `devices[0].classes[3].rate: bad rate "10mbt": ...`.
 #pragma once
 
 #include <map>

@@ -51,7 +51,7 @@ struct ClassOptions {
         cmd->add_option("--parent", parent, "parent class id; 0 for none");
         cmd->add_option("--overhead", overhead, "bytes added per segment, -64 to 256 (24: Ethernet L1)");
         cmd->add_option("--mpu", mpu, "minimum bytes charged per segment");
-        cmd->add_option("--horizon", horizon, "largest queueing delay accepted: 2s, 50ms");
+        cmd->add_option("--horizon", horizon, "largest queueing delay accepted: 2s, 50ms (edt: at most the fq horizon)");
         cmd->add_option("--aqm", aqm, "off (default) or codel: CoDel on the class's backlog");
         cmd->add_option("--target", target, "CoDel target delay (default 5ms)");
         cmd->add_option("--interval", interval, "CoDel interval (default 100ms)");
@@ -119,7 +119,7 @@ int main(int argc, char** argv)
     std::string mode = "edt", fq_horizon = "10s", fq_flow_limit, fq_limit, max_classes;
     attach->add_option("--dev", dev, "network device")->required();
     attach->add_option("--mode", mode, "edt (pace with sch_fq) or police (drop beyond the horizon)");
-    auto* fq_horizon_opt = attach->add_option("--fq-horizon", fq_horizon, "sch_fq horizon: departure times further ahead are dropped");
+    auto* fq_horizon_opt = attach->add_option("--fq-horizon", fq_horizon, "sch_fq horizon: departure times further ahead are dropped; at least every class horizon");
     auto* fq_flow_limit_opt = attach->add_option("--fq-flow-limit", fq_flow_limit, "sch_fq packets per flow (default 100000; the kernel's 100 overflows under small packets)");
     auto* fq_limit_opt = attach->add_option("--fq-limit", fq_limit, "sch_fq packets in all (default 1000000)");
     attach->add_option("--max-classes", max_classes, "class id capacity, fixed at first attach (default 16384)");

@@ -44,6 +44,8 @@ std::string qdisc_summary(const DeviceStatus& st)
     std::ostringstream out;
     out << "root " << (st.pacing.root_kind.empty() ? "none" : st.pacing.root_kind) << ", fq on "
         << st.pacing.fq_queues << "/" << st.pacing.queues << " tx queues";
+    if (st.pacing.fq_horizon_ns)  // beside the class horizons, which must not exceed it
+        out << ", fq horizon " << format_time(st.pacing.fq_horizon_ns);
     return out.str();
 }
 
@@ -170,7 +172,9 @@ nlohmann::ordered_json status_json_without_classes(const DeviceStatus& st)
          {{"root", st.pacing.root_kind},
           {"queues", st.pacing.queues},
           {"fq_queues", st.pacing.fq_queues},
-          {"fq_everywhere", st.pacing.fq_everywhere}}},
+          {"fq_everywhere", st.pacing.fq_everywhere},
+          {"fq_horizon_ns", st.pacing.fq_horizon_ns ? nlohmann::ordered_json(st.pacing.fq_horizon_ns)
+                                                    : nlohmann::ordered_json(nullptr)}}},
         {"default_class", id_or_null(st.default_class)},
         {"max_classes", st.max_classes},
         {"sample_ns", st.sample_ns},

@@ -126,7 +126,12 @@ void check_valid(std::string_view input, const ConfigFile& file)
                 bad(who, "horizon not resolved");
             auto made = fuzz::accepts_checked(
                 input, [](std::string_view) {}, nullptr,
-                [&] { return shaperctl::make_class_config(s, max, mode_horizon(c.mode)); });
+                [&] {
+                    shaperctl::FqHorizon fq;  // edt mode: every class within fq's horizon
+                    if (c.mode == SHAPER_MODE_EDT)
+                        fq.ns = c.fq.horizon_ns;
+                    return shaperctl::make_class_config(s, max, mode_horizon(c.mode), fq);
+                });
             if (!made)
                 bad(who, "make_class_config refuses it");
         }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "cli/units.h"
 #include "loader/error.h"
 
 namespace shaperctl {
@@ -25,8 +26,16 @@ uint64_t ns_per_byte_fp(uint64_t rate_bps)
     return (uint64_t)((numerator + rate_bps - 1) / rate_bps);
 }
 
+void check_fits_fq_horizon(uint32_t id, uint64_t horizon_ns, const FqHorizon& fq)
+{
+    const uint64_t fq_ns = fq.ns / 1000 * 1000;
+    if (fq.ns && horizon_ns > fq_ns)
+        throw Error("class " + std::to_string(id) + ": horizon " + format_time(horizon_ns) +
+                    " exceeds sch_fq's horizon " + format_time(fq_ns) + fq.hint);
+}
+
 shaper_class_config make_class_config(const ClassSpec& spec, uint32_t max_classes,
-                                      uint64_t default_horizon_ns)
+                                      uint64_t default_horizon_ns, const FqHorizon& fq)
 {
     if (spec.id == 0 || spec.id >= max_classes)
         throw Error("class id " + std::to_string(spec.id) + " is out of range (1 to " +
@@ -47,6 +56,7 @@ shaper_class_config make_class_config(const ClassSpec& spec, uint32_t max_classe
                     std::to_string(SHAPER_OVERHEAD_MAX) + ")");
     uint64_t horizon = spec.horizon_ns ? spec.horizon_ns : default_horizon_ns;
     check_range("horizon", spec.id, horizon, SHAPER_HORIZON_MIN_NS, SHAPER_HORIZON_MAX_NS, "ns");
+    check_fits_fq_horizon(spec.id, horizon, fq);
 
     shaper_class_config config{};
     config.rate_bps = spec.rate_bps;

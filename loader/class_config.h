@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 
 #include "shaper_abi.h"
 
@@ -26,10 +27,20 @@ struct ClassSpec {
     bool operator==(const ClassSpec&) const = default;
 };
 
-// Range-checks every field (one-line Error naming the field and its bounds) and derives the
-// datapath's fixed-point values. max_classes bounds the id.
+// sch_fq's horizon, which bounds every class's in edt mode: fq drops a packet stamped further
+// ahead after the class has charged it, and no class counter sees that drop.
+struct FqHorizon {
+    uint64_t ns = 0;   // fq's horizon on the device; 0: no sch_fq (police mode), no bound
+    std::string hint;  // ends the error: " on eth0 (attach --fq-horizon raises it)"
+};
+
+// Error when a class's horizon lies beyond fq's (which the kernel keeps in whole microseconds).
+void check_fits_fq_horizon(uint32_t id, uint64_t horizon_ns, const FqHorizon& fq);
+
+// Range-checks every field (one-line Error naming the field and its bounds), the horizon against
+// fq's, and derives the datapath's fixed-point values. max_classes bounds the id.
 shaper_class_config make_class_config(const ClassSpec& spec, uint32_t max_classes,
-                                      uint64_t default_horizon_ns);
+                                      uint64_t default_horizon_ns, const FqHorizon& fq = {});
 
 // The spec a stored config was made from.
 ClassSpec class_spec_from_config(uint32_t id, const shaper_class_config& config);

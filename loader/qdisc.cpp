@@ -471,6 +471,22 @@ void restore_root(int ifindex, const std::optional<Qdisc>& prior)
     restore(sock, read_link(sock, ifindex), prior);
 }
 
+namespace {
+
+// TCA_FQ_HORIZON (whole microseconds) of an fq qdisc's dumped options, in ns; 0 if absent.
+uint64_t fq_horizon_ns(const Qdisc& fq)
+{
+    const uint8_t* const end = fq.options.data() + fq.options.size();
+    for (auto* attr = reinterpret_cast<const nlattr*>(fq.options.data());
+         mnl_attr_ok(attr, static_cast<int>(end - reinterpret_cast<const uint8_t*>(attr)));
+         attr = mnl_attr_next(attr))
+        if (mnl_attr_get_type(attr) == TCA_FQ_HORIZON && mnl_attr_get_payload_len(attr) >= sizeof(uint32_t))
+            return uint64_t(mnl_attr_get_u32(attr)) * 1000;
+    return 0;
+}
+
+}  // namespace
+
 PacingSetup inspect_pacing(int ifindex)
 {
     RouteSocket sock;
@@ -483,15 +499,24 @@ PacingSetup inspect_pacing(int ifindex)
     if (!root)
         return setup;
     setup.root_kind = root->kind;
+    auto horizon = [&](const Qdisc& fq) {
+        const uint64_t ns = fq_horizon_ns(fq);
+        if (ns && (!setup.fq_horizon_ns || ns < setup.fq_horizon_ns))
+            setup.fq_horizon_ns = ns;
+    };
     if (root->kind == "fq") {
         setup.fq_queues = setup.queues;  // one fq in front of all queues
+        horizon(*root);
     } else if (root->kind == "mq" || root->kind == "mqprio") {
         // Both have class :N for TX queue N-1. The kernel does not dump the default children of
         // queues beyond the ones in use, but install_fq() puts fq on all of them.
-        setup.fq_queues = static_cast<unsigned>(std::ranges::count_if(qdiscs, [&](const Qdisc& q) {
-            return q.kind == "fq" && q.parent != TC_H_ROOT && TC_H_MAJ(q.parent) == root->handle &&
-                   TC_H_MIN(q.parent) >= 1 && TC_H_MIN(q.parent) <= setup.queues;
-        }));
+        for (const Qdisc& q : qdiscs) {
+            if (q.kind == "fq" && q.parent != TC_H_ROOT && TC_H_MAJ(q.parent) == root->handle &&
+                TC_H_MIN(q.parent) >= 1 && TC_H_MIN(q.parent) <= setup.queues) {
+                setup.fq_queues++;
+                horizon(q);
+            }
+        }
     }
     setup.fq_everywhere = setup.fq_queues == setup.queues;
     return setup;

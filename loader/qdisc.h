@@ -63,6 +63,7 @@ struct PacingSetup {
     unsigned queues = 0;         // tx_queue_count()
     unsigned fq_queues = 0;      // TX queues whose qdisc is fq
     std::string root_kind;       // "" when the kernel shows no root
+    uint64_t fq_horizon_ns = 0;  // the lowest horizon of those fq qdiscs (0: no fq)
 };
 PacingSetup inspect_pacing(int ifindex);
 

@@ -199,6 +199,20 @@ FqOptions fq_with_given(FqOptions fq, const AttachOptions& options)
     return fq;
 }
 
+// sch_fq's options changed in place: a horizon lowered below a class's would have fq drop what
+// the class has charged. Then fq itself and the record.
+void change_fq(const Device& device, const ShaperMaps& maps, AttachRecord& record, const FqOptions& fq)
+{
+    if (fq.horizon_ns < record.fq.horizon_ns) {
+        const FqHorizon bound{fq.horizon_ns, " on " + device.name + " (lower the class's horizon first)"};
+        for (const auto& [id, config] : maps.class_configs())
+            check_fits_fq_horizon(id, config.horizon_ns, bound);
+    }
+    install_fq(device.ifindex, fq);
+    record.fq = fq;
+    record.save(device.run_dir() + "/" + kRecordFile);
+}
+
 }  // namespace
 
 AttachResult Shaper::attach(const std::string& dev, const AttachOptions& options)
@@ -226,9 +240,7 @@ AttachResult Shaper::attach(const std::string& dev, const AttachOptions& options
         AttachResult result{AttachOutcome::AlreadyAttached, false, record->egress.hook};
         const FqOptions fq = fq_with_given(record->fq, options);
         if (options.mode == SHAPER_MODE_EDT && !same_fq(fq, record->fq)) {
-            install_fq(device.ifindex, fq);  // changed in place, as apply -f does
-            record->fq = fq;
-            record->save(record_path);
+            change_fq(device, ShaperMaps::of(program), *record, fq);  // in place, as apply -f does
             result.fq_changed = true;
         }
         if (!is_current(record->egress, hook)) {
@@ -412,8 +424,7 @@ void Shaper::apply(const std::vector<ConfigStep>& steps) const
         }
         case Kind::AddClass:
             // A new class starts idle, with full credit. Steps in a row are written together.
-            new_classes.push_back({step.after.id, make_class_config(step.after, maps_.max_classes(),
-                                                                    default_horizon())});
+            new_classes.push_back({step.after.id, class_config(step.after)});
             if (&step == &steps.back() || (&step + 1)->kind != Kind::AddClass) {
                 maps_.add_classes(new_classes);
                 new_classes.clear();
@@ -421,8 +432,7 @@ void Shaper::apply(const std::vector<ConfigStep>& steps) const
             break;
         case Kind::ChangeClass:
             // The clock stays: no free burst, no stall.
-            maps_.write_class_config(step.after.id, make_class_config(step.after, maps_.max_classes(),
-                                                                      default_horizon()));
+            maps_.write_class_config(step.after.id, class_config(step.after));
             break;
         case Kind::DeleteClass:
             maps_.erase_class(step.before.id);
@@ -466,15 +476,25 @@ void Shaper::set_fq_options(const FqOptions& fq)
 {
     if (record_.mode != SHAPER_MODE_EDT)
         throw Error(dev_prefix(device_) + "fq options apply to edt mode only");
-    install_fq(device_.ifindex, fq);
-    record_.fq = fq;
-    record_.save(device_.run_dir() + "/" + kRecordFile);
+    change_fq(device_, maps_, record_, fq);
 }
 
 uint64_t Shaper::default_horizon() const
 {
     return record_.mode == SHAPER_MODE_POLICE ? SHAPER_DEFAULT_POLICE_HORIZON_NS
                                               : SHAPER_DEFAULT_HORIZON_NS;
+}
+
+FqHorizon Shaper::fq_horizon() const
+{
+    if (record_.mode != SHAPER_MODE_EDT)
+        return {};
+    return {record_.fq.horizon_ns, " on " + device_.name + " (attach --fq-horizon raises it)"};
+}
+
+shaper_class_config Shaper::class_config(const ClassSpec& spec) const
+{
+    return make_class_config(spec, maps_.max_classes(), default_horizon(), fq_horizon());
 }
 
 void Shaper::check_parent(uint32_t id, uint32_t parent) const
@@ -502,7 +522,7 @@ void Shaper::check_parent(uint32_t id, uint32_t parent) const
 
 void Shaper::add_class(const ClassSpec& spec) const
 {
-    const shaper_class_config config = make_class_config(spec, maps_.max_classes(), default_horizon());
+    const shaper_class_config config = class_config(spec);
     if (maps_.class_config(spec.id))
         throw Error(dev_prefix(device_) + "class " + std::to_string(spec.id) +
                     " already exists (use change-class)");
@@ -522,7 +542,7 @@ ClassSpec Shaper::class_spec(uint32_t id) const
 void Shaper::change_class(const ClassSpec& spec) const
 {
     class_spec(spec.id);  // must exist
-    const shaper_class_config config = make_class_config(spec, maps_.max_classes(), default_horizon());
+    const shaper_class_config config = class_config(spec);
     check_parent(spec.id, spec.parent);
     maps_.write_class_config(spec.id, config);  // the clock stays: no free burst, no stall
 }

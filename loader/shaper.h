@@ -128,6 +128,8 @@ private:
           lock_(std::move(lock)) {}
     void check_parent(uint32_t id, uint32_t parent) const;
     uint64_t default_horizon() const;
+    FqHorizon fq_horizon() const;  // what bounds the class horizons (none in police mode)
+    shaper_class_config class_config(const ClassSpec& spec) const;  // make_class_config here
 
     Device device_;
     AttachRecord record_;

@@ -341,6 +341,32 @@ TEST_F(Apply, EdtFqOptionsAreAppliedInPlace)
               (json{{"horizon", "2s"}, {"flow_limit", defaults.flow_limit}, {"limit", defaults.limit}}));
 }
 
+// Runs where the kernel has sch_fq. A file whose class horizon lies beyond the file's fq horizon
+// is refused before anything changes; a file lowering both changes the classes first, then fq.
+TEST_F(Apply, AClassHorizonBeyondTheFilesFqHorizonIsRefused)
+{
+    if (access("/sys/module/sch_fq", F_OK) != 0)
+        GTEST_SKIP() << "this kernel has no sch_fq";
+    refused(R"({"devices": [{"device": "sh0", "classes": [{"id": 10, "rate": "5mbit", "horizon": "30s"}]}]})",
+            "devices[0].classes[0]: class 10: horizon 30s exceeds sch_fq's horizon 10s "
+            "(devices[0].fq.horizon raises it)");
+    EXPECT_FALSE(attached("sh0"));
+
+    json config = json::parse(R"({"devices": [{"device": "sh0", "fq": {"horizon": "30s"},
+        "classes": [{"id": 10, "rate": "5mbit", "horizon": "30s"}]}]})");
+    apply(config);
+    const json before = dump();
+    config["devices"][0]["fq"]["horizon"] = "5s";
+    refused(config.dump(), "devices[0].classes[0]: class 10: horizon 30s exceeds sch_fq's horizon 5s");
+    EXPECT_EQ(dump(), before);
+
+    config["devices"][0]["classes"][0]["horizon"] = "5s";
+    EXPECT_EQ(apply(config), "dev sh0:\n~ fq horizon 30s -> 5s\n~ class 10 horizon 30s -> 5s\n");
+    EXPECT_EQ(dump()["devices"][0]["fq"]["horizon"], "5s");
+    const std::string qdisc = ns_->tc("qdisc show dev sh0");
+    EXPECT_NE(qdisc.find("horizon 5s"), std::string::npos) << qdisc;
+}
+
 TEST_F(Apply, TwoDevicesAreAppliedAndDetachedFromTheFile)
 {
     write_file(file_, R"({"devices": [

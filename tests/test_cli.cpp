@@ -147,6 +147,51 @@ TEST_F(Cli, AttachingAgainChangesOnlyTheFqOptionsGiven)
     ok("detach --dev sh0");
 }
 
+// Runs where the kernel has sch_fq. sch_fq drops a packet stamped beyond its own horizon after
+// the class has charged it, and no counter shows it: a class horizon beyond fq's is refused, by
+// add-class and change-class, and so is an fq horizon lowered below a class's. status shows both.
+TEST_F(Cli, AClassHorizonBeyondFqsIsRefused)
+{
+    if (access("/sys/module/sch_fq", F_OK) != 0)
+        GTEST_SKIP() << "this kernel has no sch_fq";
+    ok("attach --dev sh0");
+    EXPECT_EQ(status()["qdisc"]["fq_horizon_ns"], 10'000'000'000ull);
+    refused("add-class --dev sh0 --id 10 --rate 5mbit --horizon 30s",
+            "class 10: horizon 30s exceeds sch_fq's horizon 10s on sh0 (attach --fq-horizon raises it)");
+    EXPECT_EQ(status()["classes"].size(), 0u);
+    ok("add-class --dev sh0 --id 10 --rate 5mbit --horizon 10s");
+    const json before = config();
+    refused("change-class --dev sh0 --id 10 --horizon 10001ms",
+            "class 10: horizon 10.001s exceeds sch_fq's horizon 10s on sh0 (attach --fq-horizon raises it)");
+    refused("attach --dev sh0 --fq-horizon 5s",
+            "class 10: horizon 10s exceeds sch_fq's horizon 5s on sh0 (lower the class's horizon first)");
+    EXPECT_EQ(config(), before);
+    EXPECT_NE(ns_->tc("qdisc show dev sh0").find("horizon 10s"), std::string::npos) << ns_->tc("qdisc show dev sh0");
+
+    ok("attach --dev sh0 --fq-horizon 30s");
+    ok("change-class --dev sh0 --id 10 --horizon 30s");
+    const json st = status();
+    EXPECT_EQ(st["qdisc"]["fq_horizon_ns"], 30'000'000'000ull);
+    EXPECT_EQ(st["classes"][0]["horizon_ns"], 30'000'000'000ull);
+    const Outcome text = sh("status --dev sh0 --sample 0");
+    EXPECT_NE(text.out.find("fq horizon 30s"), std::string::npos) << text.out;
+    ok("change-class --dev sh0 --id 10 --horizon 1s");
+    ok("attach --dev sh0 --fq-horizon 1s");  // down to the largest class horizon
+    EXPECT_EQ(status()["qdisc"]["fq_horizon_ns"], 1'000'000'000ull);
+    ok("detach --dev sh0");
+}
+
+// Police mode has no sch_fq: class horizons up to the range's 60s, and status says no fq.
+TEST_F(Cli, PoliceModeHasNoFqHorizon)
+{
+    ok("attach --dev sh0 --mode police");
+    ok("add-class --dev sh0 --id 10 --rate 5mbit --horizon 30s");
+    const json st = status();
+    EXPECT_EQ(st["qdisc"]["fq_horizon_ns"], nullptr);
+    EXPECT_EQ(st["classes"][0]["horizon_ns"], 30'000'000'000ull);
+    ok("detach --dev sh0");
+}
+
 TEST_F(Cli, AttachingAgainRefusesWhatOnlyDetachCanChange)
 {
     refused("attach --dev sh0 --mode police --fq-limit 5000", "fq options apply to edt mode only");

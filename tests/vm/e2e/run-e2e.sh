@@ -9,8 +9,9 @@
 #   --next    the newer build the upgrade case attaches over it (default: shaperctl_next
 #             beside PATH, which CMake builds with the tests)
 #   --verbose also show each case's details (they always go to the log)
-#   CASE      baseline tcp100k tcp20m tcp200m flows8 change burst rules small udp fwd upgrade
-#             (default all; attach and detach checks always run)
+#   CASE      baseline tcp100k tcp20m tcp200m flows8 flood change burst rules small udp prio7
+#             fwd upgrade (default all; attach and detach checks always run). The prio7 case
+#             sends with udp_rate, taken from beside PATH (CMake builds it there).
 # Lines: PASS/FAIL NAME: measured (expected, bound); XFAIL = a known product bug reproduced
 # (does not fail the run), XPASS = that bug no longer reproduces; INFO and SKIP as said.
 # Takes about 3 minutes on a 2-core machine.
@@ -21,7 +22,7 @@ repo="$(cd "$here/../../.." && pwd)"
 bin="$repo/build/cli/shaperctl" next="" verbose=0 log="" timeout=480
 cases=()
 
-usage() { sed -n '6,14p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '6,15p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --bin) [ $# -ge 2 ] || usage; bin="$2"; shift 2 ;;
@@ -58,6 +59,8 @@ named() {
 }
 bins=(--bin "$(named "$bin" shaperctl)")
 [ -z "$next" ] || bins+=(--bin "$(named "$next" shaperctl_next)")
+udp_rate="$(dirname "$bin")/udp_rate"
+[ ! -x "$udp_rate" ] || bins+=(--bin "$udp_rate")
 load="$(cut -d' ' -f1 /proc/loadavg)"
 if awk -v l="$load" -v n="$(nproc)" 'BEGIN { exit !(l > n) }'; then
   echo "run-e2e: note: host load $load on $(nproc) cpus; the TCG guest will be slow (rate cases may SKIP)"
