@@ -2,6 +2,7 @@
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -66,6 +67,13 @@ std::vector<std::pair<uint32_t, Value>> read_array(int fd, uint32_t entries, con
 }
 
 }  // namespace
+
+uint64_t monotonic_ns()
+{
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return uint64_t(ts.tv_sec) * 1'000'000'000ull + uint64_t(ts.tv_nsec);
+}
 
 ShaperMaps ShaperMaps::open_pinned(const std::string& pin_dir)
 {

@@ -14,6 +14,9 @@ namespace shaperctl {
 class Program;
 struct CompiledRules;
 
+// The datapath's clock: CLOCK_MONOTONIC, which bpf_ktime_get_ns reads.
+uint64_t monotonic_ns();
+
 struct ClassCounters {
     uint64_t packets = 0, segments = 0, bytes = 0, drops_horizon = 0, drops_aqm = 0, ecn_marks = 0, sparse = 0;
     uint64_t fair_marks = 0, drops_fair = 0;

@@ -32,13 +32,6 @@ constexpr const char* kProgPin = "shaper_egress";
 constexpr const char* kRecordFile = "attach.json";
 constexpr const char* kLockFile = "lock";
 
-uint64_t monotonic_ns()
-{
-    timespec ts{};
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return uint64_t(ts.tv_sec) * 1'000'000'000ull + ts.tv_nsec;
-}
-
 // Undo steps of a multi-step change, run in reverse unless the change completes.
 class Rollback {
 public:
