@@ -53,6 +53,13 @@ static __always_inline void stamp(struct __sk_buff *skb, __u64 departure)
 		skb->tstamp = departure;
 }
 
+/* A GSO packet's segments when it carries no count (charge.h): a global function, so that the
+ * verifier checks the rest of the program once for any count, not once per way of finding it. */
+__noinline int gso_segments(__u32 len, __u32 wire_len, __u32 gso_size)
+{
+	return shaper_gso_segs(len, wire_len, 0, gso_size);
+}
+
 SEC("tc")
 int shaper_egress(struct __sk_buff *skb)
 {
@@ -60,14 +67,15 @@ int shaper_egress(struct __sk_buff *skb)
 	struct shaper_settings *settings = bpf_map_lookup_elem(&shaper_settings, &zero);
 	/* Each context field read on its own: clang would otherwise select between two context
 	 * offsets, which the verifier refuses. */
-	__u32 wire_len = skb->wire_len, len = skb->len, segs = skb->gso_segs;
+	__u32 wire_len = skb->wire_len, len = skb->len, segs = skb->gso_segs, gso_size = skb->gso_size;
 	barrier_var(wire_len);
+	wire_len = wire_len ? wire_len : len;
 	struct packet_view view = {};
 	struct edt_packet pkt = {
 		.view = &view,
 		.now = bpf_ktime_get_ns(),
-		.wire_len = wire_len ? wire_len : len,
-		.segs = segs ? segs : 1,
+		.wire_len = wire_len,
+		.segs = segs ? segs : gso_size ? gso_segments(len, wire_len, gso_size) : 1,
 	};
 	__u64 departure = 0;
 
