@@ -95,4 +95,100 @@ TEST_F(Datapath, ADodgyGsoPacketPaysTheOverheadOfEverySegment)
     EXPECT_EQ(c.bytes, wire_len + segs * 24u) << "the overhead of every segment";
 }
 
+// Two CPUs hammer one police class. Whatever they race, every packet let through left the
+// clock, as its own atomic found it, within the horizon of its now; so by any instant t the
+// packets admitted number at most 1 + (t + horizon - start) / cost, start being the clock at
+// the outset (on the datapath's clock: a run's now is at most the `after` read behind it).
+// The class is a parent: a packet it refuses after its child was charged gives the child's
+// charge back, rounding and counters included.
+TEST_F(Datapath, RacingCpusAdmitNothingBeyondTheHorizon)
+{
+    set_default_class(1, SHAPER_MODE_POLICE);
+    // 8 Mbit: a 1000-byte packet is 1 ms of clock, far longer than a run, so a packet admitted
+    // past the horizon shows. 10 s of horizon: the clock never falls idle between runs.
+    const uint64_t cost = 1'000'000, horizon = 10 * kSec;
+    add_class({.id = 10, .rate_bps = 8'000'000, .horizon_ns = horizon});
+    // The child: 300 Mbit (1000 bytes are 26,666.67 ns, rounded per packet), never beyond.
+    add_class({.id = 1, .rate_bps = 300'000'000, .parent = 10, .horizon_ns = 60 * kSec});
+    const uint64_t child_start = backlog_class(1, 30 * kSec);
+    const uint64_t start = backlog_class(10, horizon);  // full: admits one packet per ms from now
+
+    cpu_set_t allowed;
+    ASSERT_EQ(sched_getaffinity(0, sizeof allowed, &allowed), 0);
+    std::vector<int> cpus;
+    for (int cpu = 0; cpu < CPU_SETSIZE && cpus.size() < 2; cpu++)
+        if (CPU_ISSET(cpu, &allowed))
+            cpus.push_back(cpu);
+
+    constexpr uint64_t kAdmissions = 500;  // half a second of the class's clock
+    std::atomic<uint64_t> admitted{0};
+    std::vector<std::vector<uint64_t>> admitted_by(cpus.size());
+    std::vector<std::thread> threads;
+    for (size_t t = 0; t < cpus.size(); t++)
+        threads.emplace_back([&, t] {
+            cpu_set_t one;
+            CPU_ZERO(&one);
+            CPU_SET(cpus[t], &one);
+            pthread_setaffinity_np(pthread_self(), sizeof one, &one);
+            auto frame = tcp_frame();
+            __sk_buff ctx{};
+            ctx.wire_len = 1000;
+            while (admitted.load() < kAdmissions) {
+                LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = frame.data(),
+                            .data_size_in = uint32_t(frame.size()), .ctx_in = &ctx,
+                            .ctx_size_in = sizeof ctx);
+                if (bpf_prog_test_run_opts(program_->prog_fd(), &opts))
+                    break;
+                const uint64_t after = now_ns();
+                if (int(opts.retval) != kTcActShot) {
+                    admitted_by[t].push_back(after);
+                    admitted++;
+                }
+            }
+        });
+    for (auto& t : threads)
+        t.join();
+
+    std::vector<uint64_t> afters;
+    for (const auto& a : admitted_by)
+        afters.insert(afters.end(), a.begin(), a.end());
+    std::sort(afters.begin(), afters.end());
+    ASSERT_GE(afters.size(), kAdmissions);
+    for (size_t k = 1; k <= afters.size(); k++) {
+        const uint64_t allowed_by_then = 1 + (afters[k - 1] + horizon - start) / cost;
+        ASSERT_LE(k, allowed_by_then) << "admission " << k << " of " << afters.size();
+    }
+    // Every packet let through is charged once at both levels; every packet refused after its
+    // charge was given it back: each clock holds the admitted packets' cost exactly.
+    const ClassCounters parent = maps_->counters(10), child = maps_->counters(1);
+    EXPECT_EQ(parent.packets, afters.size());
+    EXPECT_EQ(child.packets, afters.size());
+    EXPECT_EQ(child.bytes, afters.size() * 1000);
+    EXPECT_EQ(child.drops_horizon, parent.drops_horizon);
+    EXPECT_EQ(tat(10), start + parent.packets * cost);
+    const unsigned __int128 exact = (unsigned __int128)child.packets * 1000 * ns_per_byte_fp(300'000'000);
+    EXPECT_EQ((unsigned __int128)(tat(1) - child_start) << 32, exact + child.clock_carry);
+    EXPECT_LT(child.clock_carry, uint64_t(cpus.size()) << 32);
+    std::printf("%lu admitted, %lu refused\n", (unsigned long)parent.packets,
+                (unsigned long)parent.drops_horizon);
+}
+
+// A parent already beyond its horizon: nothing is charged anywhere, the drop counts at both.
+TEST_F(Datapath, APacketAParentRefusesIsChargedNowhere)
+{
+    add_class({.id = 10, .rate_bps = 8'000'000, .horizon_ns = 10'000'000});
+    // 300 Mbit: 1000 bytes are 26,666.67 ns, so the child's charge is rounded.
+    add_class({.id = 1, .rate_bps = 300'000'000, .parent = 10, .horizon_ns = 60 * kSec});
+    const uint64_t child_tat = backlog_class(1, kSec);
+    const uint64_t parent_tat = backlog_class(10, 60 * kSec);
+    EXPECT_EQ(run(1000, 1).action, kTcActShot);
+    EXPECT_EQ(tat(1), child_tat);
+    EXPECT_EQ(tat(10), parent_tat);
+    for (uint32_t id : {1u, 10u}) {
+        const ClassCounters c = maps_->counters(id);
+        EXPECT_EQ(c.drops_horizon, 1u) << id;
+        EXPECT_EQ(c.packets + c.bytes + c.segments + c.clock_carry, 0u) << id;
+    }
+}
+
 }  // namespace
