@@ -83,6 +83,18 @@ enum edt_verdict {
 	EDT_DROP,     /* beyond a horizon (counted at every level) or by CoDel (at the class) */
 };
 
+/* The departure a packet leaves at: its class's, or its own stamp (TCP pacing) when later. An
+ * own stamp more than SHAPER_FOREIGN_TSTAMP_MAX_NS ahead is not a pacing time. */
+static __always_inline __u64 honour_own_departure(const struct __sk_buff *skb, __u64 departure,
+						 __u64 now)
+{
+	__u64 own = skb->tstamp;
+
+	if (own > departure && own - now < SHAPER_FOREIGN_TSTAMP_MAX_NS)
+		return own;
+	return departure;
+}
+
 /*
  * A packet refused for a horizon: its drop is counted at every level from class `id` up, and
  * the levels pass 2 had charged (bit i of `charged`: level i, the leaf being 0) get their charges
@@ -260,8 +272,9 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 			leaf_stats->sparse++;
 		latest = sparse_leave;
 	}
+	latest = honour_own_departure(skb, latest, pkt->now);
 	if (flow)
-		sparse_record(flow, flow_owner, latest);
+		sparse_record(flow, flow_owner, latest); /* the departure stamped, TCP's own included */
 	*departure = latest;
 	return EDT_SEND;
 }

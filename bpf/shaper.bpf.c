@@ -19,16 +19,6 @@
  * delivery time, which survives forwarding into another namespace. */
 const volatile bool have_set_tstamp = false;
 
-static __always_inline __u64 honour_own_departure(const struct __sk_buff *skb, __u64 departure,
-						 __u64 now)
-{
-	__u64 own = skb->tstamp;
-
-	if (own > departure && own - now < SHAPER_FOREIGN_TSTAMP_MAX_NS)
-		return own;
-	return departure;
-}
-
 /*
  * sch_fq queues a packet without a connected socket (forwarded, unconnected UDP, ping) in a
  * flow chosen by its hash. For packets without ports (ICMP, GRE, ESP, later fragments) that is
@@ -101,7 +91,7 @@ int shaper_egress(struct __sk_buff *skb)
 		return TC_ACT_SHOT;
 	case EDT_SEND:
 		if (edt) {
-			stamp(skb, honour_own_departure(skb, departure, pkt.now));
+			stamp(skb, departure);
 			if (fq_by_hash)
 				separate_fq_flows(skb, &view, class_id);
 		}

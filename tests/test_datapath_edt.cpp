@@ -191,4 +191,36 @@ TEST_F(Datapath, APacketAParentRefusesIsChargedNowhere)
     }
 }
 
+// A flow of the same sport: the Sparse tests' frames, with a TCP pacing time of its own.
+class Flows : public Datapath {
+protected:
+    Verdict send(uint16_t sport, uint32_t wire_len, uint64_t own_tstamp = 0)
+    {
+        auto frame = build_frame({.sport = sport});
+        __sk_buff ctx{};
+        ctx.wire_len = wire_len;
+        ctx.tstamp = own_tstamp;
+        return run_ctx(ctx, frame.data(), uint32_t(frame.size()));
+    }
+};
+
+// TCP paces its own packets: the stamp it asks for is later than the class's. Until that stamp
+// the flow has a packet queued, so its next packet is no sparse flow's.
+TEST_F(Flows, APacedTcpFlowWithAPacketQueuedIsNotSparse)
+{
+    // 8 kbit: 500 bytes are half a second; 10 s of backlog.
+    add_class({.id = 1, .rate_bps = 8'000, .horizon_ns = 60 * kSec}, false, true);
+    backlog_class(1, 10 * kSec);
+    const uint64_t paced = now_ns() + 5 * kSec;
+    const Verdict first = send(1000, 500, paced);
+    EXPECT_EQ(first.tstamp, paced) << "its own departure time is honoured";
+    EXPECT_EQ(maps_->counters(1).sparse, 1u) << "the flow's first packet is sparse";
+    const uint64_t backlog = tat(1);
+    const Verdict second = send(1000, 500);
+    if (second.after < paced) {
+        expect_departure(second, backlog);
+        EXPECT_EQ(maps_->counters(1).sparse, 1u) << "its first packet has not left yet";
+    }
+}
+
 }  // namespace
