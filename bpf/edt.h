@@ -12,7 +12,9 @@
  *
  * A packet is charged at its class and at every ancestor (up to SHAPER_MAX_DEPTH levels) and
  * leaves at the latest of their departures. If any level's departure lies beyond that level's
- * horizon, the packet is dropped and charged nowhere.
+ * horizon, the packet is dropped and charged nowhere. A sparse packet (sparse.h) may leave ahead
+ * of its own class's backlog, never ahead of an ancestor's departure for it: ancestors have no
+ * allowance, so each keeps its bound exactly.
  *
  * Concurrency: the clock only moves through atomics. Once tat >= now it can only grow, so a
  * fetch-and-add is exact; the jump from an idle clock to now is a compare-and-swap. No charge
@@ -139,7 +141,7 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 {
 	__u32 id = class_id;
 	bool beyond = false;
-	__u64 estimate = pkt->now;
+	__u64 estimate = pkt->now, leaf_departure = pkt->now;
 	const struct shaper_class_config *leaf = NULL;
 	struct shaper_class_clock *leaf_clock = NULL;
 	__u64 sparse_leave = 0; /* set: the packet's flow is sparse, and it leaves then */
@@ -175,6 +177,7 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 		if (i == 0) {
 			leaf = cfg;
 			leaf_clock = clk;
+			leaf_departure = dep;
 		}
 		id = cfg->parent_id;
 		if (!id)
@@ -197,7 +200,8 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 	if (pkt->aqm && (leaf->flags & (SHAPER_CLASS_SPARSE | SHAPER_CLASS_FAIR)) &&
 	    estimate > pkt->now + SHAPER_SPARSE_MIN_BACKLOG_NS) {
 		flow = flow_slot(skb, pkt->view, class_id, &flow_owner);
-		if (leaf->flags & SHAPER_CLASS_SPARSE)
+		/* Only the leaf's own backlog may be jumped: behind an ancestor's there is no gain. */
+		if ((leaf->flags & SHAPER_CLASS_SPARSE) && leaf_departure == estimate)
 			sparse_leave = sparse_departure(flow, flow_owner, leaf, leaf_clock, cost_ns + 1,
 							pkt->now, estimate);
 		if (!sparse_leave && flow && (leaf->flags & SHAPER_CLASS_FAIR)) {
@@ -222,7 +226,7 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 
 	/* Pass 2: charge every level, each checked against its horizon on the clock its atomic
 	 * returns: other CPUs may have charged it since pass 1. */
-	__u64 latest = pkt->now;
+	__u64 latest = pkt->now, above = pkt->now; /* above: the ancestors' latest departure */
 	bool refused = false;  /* a level's horizon refused the packet */
 	__u32 charged = 0;     /* bit i: level i was charged */
 	__u32 rounded_up = 0;  /* bit i: level i's charge was rounded up */
@@ -257,6 +261,8 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 		}
 		if (dep > latest)
 			latest = dep;
+		if (i && dep > above)
+			above = dep;
 		/* The walk of pass 1, from the same entries. No level count is carried over: the
 		 * verifier would check everything after pass 1 once per depth. */
 		id = cfg->parent_id;
@@ -270,7 +276,7 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 	if (sparse_leave) {
 		if (leaf_stats)
 			leaf_stats->sparse++;
-		latest = sparse_leave;
+		latest = sparse_leave > above ? sparse_leave : above;
 	}
 	latest = honour_own_departure(skb, latest, pkt->now);
 	if (flow)

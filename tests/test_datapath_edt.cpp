@@ -223,4 +223,36 @@ TEST_F(Flows, APacedTcpFlowWithAPacketQueuedIsNotSparse)
     }
 }
 
+// Sparse flows jump their own class's backlog, never an ancestor's: a parent has no allowance
+// of its own, so each packet through it leaves no earlier than the parent's token bucket
+// allows, and the parent keeps its bound (burst + rate x T) exactly.
+TEST_F(Flows, ASparsePacketNeverLeavesBeforeItsParentAllows)
+{
+    const uint64_t horizon = 60 * kSec;
+    add_class({.id = 10, .rate_bps = 8'000'000, .horizon_ns = horizon});
+    add_class({.id = 1, .rate_bps = 8'000'000, .parent = 10, .horizon_ns = horizon}, false, true);
+    // The parent is 10 s behind (a sibling's backlog); the child itself is idle.
+    backlog_class(10, 10 * kSec);
+    for (uint16_t flow = 1; flow <= 5; flow++) {
+        const uint64_t parent = tat(10);
+        expect_departure(send(flow, 1000), parent);
+    }
+    EXPECT_EQ(maps_->counters(1).sparse, 0u) << "behind the parent there is nothing to jump";
+    // The child 20 s behind, the parent 10 s: a sparse packet jumps the child's backlog as far
+    // as the parent's departure for it, no further.
+    backlog_class(1, 20 * kSec);
+    for (uint16_t flow = 11; flow <= 15; flow++) {
+        const uint64_t parent = tat(10);
+        const Verdict v = send(flow, 1000);
+        expect_departure(v, parent);
+    }
+    EXPECT_EQ(maps_->counters(1).sparse, 5u);
+    // An idle parent: the sparse packet leaves now, ahead of the child's backlog.
+    backlog_class(10, 0);
+    backlog_class(1, 20 * kSec);  // and a full allowance
+    const Verdict v = send(21, 1000);
+    EXPECT_GE(v.tstamp, v.before);
+    EXPECT_LE(v.tstamp, v.after);
+}
+
 }  // namespace
