@@ -255,4 +255,29 @@ TEST_F(Flows, ASparsePacketNeverLeavesBeforeItsParentAllows)
     EXPECT_LE(v.tstamp, v.after);
 }
 
+// Each clock is one cache line of its own: 64 bytes in an mmapable array, whose values start
+// on a page (an ordinary array's start 56 bytes into a line).
+TEST_F(Datapath, ClocksAreWholeCacheLines)
+{
+    EXPECT_EQ(sizeof(shaper_class_clock), 64u);
+    const int fd = program_->class_clock_fd();
+    bpf_map_info info{};
+    uint32_t len = sizeof info;
+    ASSERT_EQ(bpf_obj_get_info_by_fd(fd, &info, &len), 0);
+    EXPECT_EQ(info.value_size, 64u);
+    EXPECT_TRUE(info.map_flags & BPF_F_MMAPABLE);
+    // Entry i is at i * 64 from the mapping's start, which is page-aligned in the kernel too.
+    const size_t bytes = size_t(info.max_entries) * 64;
+    void* map = mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd, 0);
+    ASSERT_NE(map, MAP_FAILED) << strerror(errno);
+    shaper_class_clock clock{};
+    clock.tat_ns = 0x1234567890ull;
+    clock.fair_epoch_len_ns = 77;
+    maps_->write_clock(5, clock);
+    const auto* mapped = static_cast<const shaper_class_clock*>(map) + 5;
+    EXPECT_EQ(mapped->tat_ns, clock.tat_ns);
+    EXPECT_EQ(mapped->fair_epoch_len_ns, 77u);
+    munmap(map, bytes);
+}
+
 }  // namespace
