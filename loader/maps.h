@@ -35,6 +35,10 @@ public:
 
     std::optional<shaper_class_config> class_config(uint32_t id) const;  // nullopt: no class
     void write_class_config(uint32_t id, const shaper_class_config& config) const;
+    // An existing class's new config. A higher rate first rescales the class's backlog to it
+    // (tat' = now + (tat - now) * old / new), so the bytes already charged leave at the new rate;
+    // a lower one leaves the clock as it is.
+    void change_class(uint32_t id, const shaper_class_config& config) const;
     void erase_class(uint32_t id) const;  // config, clock and counters zeroed
     void reset_class_state(uint32_t id) const;  // clock idle, CoDel at rest, counters zero
     // New classes in the order given: each one's state reset, then its config, in batched

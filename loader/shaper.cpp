@@ -395,9 +395,9 @@ void Shaper::apply(const std::vector<ConfigStep>& steps) const
             }
             break;
         case Kind::ChangeClass:
-            // The clock stays: no free burst, no stall.
-            maps_.write_class_config(step.after.id, make_class_config(step.after, maps_.max_classes(),
-                                                                      default_horizon()));
+            // The clock stays (a higher rate rescales its backlog): no free burst, no stall.
+            maps_.change_class(step.after.id, make_class_config(step.after, maps_.max_classes(),
+                                                                default_horizon()));
             break;
         case Kind::DeleteClass:
             maps_.erase_class(step.before.id);
@@ -499,7 +499,7 @@ void Shaper::change_class(const ClassSpec& spec) const
     class_spec(spec.id);  // must exist
     const shaper_class_config config = make_class_config(spec, maps_.max_classes(), default_horizon());
     check_parent(spec.id, spec.parent);
-    maps_.write_class_config(spec.id, config);  // the clock stays: no free burst, no stall
+    maps_.change_class(spec.id, config);  // the clock stays: no free burst, no stall
 }
 
 void Shaper::del_class(uint32_t id) const

@@ -245,21 +245,6 @@ TEST_F(Datapath, ConcurrentChargesAreConserved)
                 ns_per_packet[1]);
 }
 
-TEST_F(Datapath, RateChangeSwitchesSpacingWithoutResettingTheClock)
-{
-    add_class({.id = 1, .rate_bps = 8'000'000});
-    const uint64_t tat = backlog_class(1, kSec);
-    Verdict a = run(1000, 1);
-    Verdict b = run(1000, 1);
-    EXPECT_EQ(a.tstamp, tat);
-    EXPECT_EQ(b.tstamp - a.tstamp, 1'000'000u);
-    add_class({.id = 1, .rate_bps = 16'000'000});  // change-class: config only
-    Verdict c = run(1000, 1);
-    Verdict d = run(1000, 1);
-    EXPECT_EQ(c.tstamp - b.tstamp, 1'000'000u);  // b's charge was made at the old rate
-    EXPECT_EQ(d.tstamp - c.tstamp, 500'000u);    // the new rate from the next packet on
-}
-
 TEST_F(Datapath, UnclassifiedPacketsPassUnshapedAndAreCounted)
 {
     set_default_class(0);

@@ -280,4 +280,48 @@ TEST_F(Datapath, ClocksAreWholeCacheLines)
     munmap(map, bytes);
 }
 
+// A rate change through the control plane's path (change-class, apply).
+class RateChange : public Datapath {
+protected:
+    // Changes class 1's rate as change-class does; returns when it was done.
+    Verdict change_rate(uint64_t rate_bps)
+    {
+        ClassSpec spec{.id = 1, .rate_bps = rate_bps, .horizon_ns = 10 * kSec};
+        spec.sparse = spec.fair = false;
+        const uint64_t before = now_ns();
+        maps_->change_class(1, make_class_config(spec, maps_->max_classes(), 2 * kSec));
+        return {0, 0, before, now_ns()};
+    }
+};
+
+// A second of backlog at 8 Mbit is 1 MB queued; at 16 Mbit those bytes are half a second, and
+// the next packet leaves then, not after the second the old rate charged.
+TEST_F(RateChange, ARaisedRateRescalesTheBacklog)
+{
+    add_class({.id = 1, .rate_bps = 8'000'000, .horizon_ns = 10 * kSec});
+    const uint64_t tat0 = backlog_class(1, kSec);
+    const Verdict change = change_rate(16'000'000);
+    const uint64_t tat1 = tat(1);
+    // tat1 = now + (tat0 - now) / 2 for the change's now.
+    EXPECT_GE(tat1, (tat0 + change.before) / 2);
+    EXPECT_LE(tat1, (tat0 + change.after) / 2 + 1);
+    const Verdict next = run(1000, 1);
+    expect_departure(next, tat1);
+    expect_charged(next, tat1, tat(1), 500'000);  // and the new rate from then on
+    EXPECT_LE(next.tstamp, next.after + kSec / 2) << "half a second ahead at most";
+}
+
+// Lowering a rate keeps the clock: the packets already stamped keep their times, the next ones
+// follow them at the new rate; nothing already admitted is held longer.
+TEST_F(RateChange, ALoweredRateKeepsTheClock)
+{
+    add_class({.id = 1, .rate_bps = 16'000'000, .horizon_ns = 10 * kSec});
+    const uint64_t tat0 = backlog_class(1, kSec);
+    change_rate(8'000'000);
+    EXPECT_EQ(tat(1), tat0);
+    const Verdict next = run(1000, 1);
+    expect_departure(next, tat0);
+    expect_charged(next, tat0, tat(1), 1'000'000);
+}
+
 }  // namespace
