@@ -644,7 +644,7 @@ TEST_F(Sparse, OffOrAnIdleClassChangesNothing)
 
 // Not a timing test: the verifier's work is a count. Paths that multiply (a constant carried
 // across the class walk, a parser inlined with all its branches) once made it 190k-800k
-// instructions, near the 1M limit of 6.1's verifier and seconds of every attach; it is ~50k.
+// instructions, near the 1M limit of 6.1's verifier and seconds of every attach; it is ~90k.
 TEST_F(Datapath, TheVerifierChecksTheProgramInFewInstructions)
 {
     bpf_prog_info info{};
