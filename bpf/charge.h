@@ -38,6 +38,49 @@ static __always_inline __u64 shaper_packet_cost(__u32 wire_len, __u32 segs, __s3
 	return (__u64)cost;
 }
 
+/*
+ * Segments of a packet of `len` bytes whose qdisc length is `wire_len`. GSO packets from VMs and
+ * packet sockets (virtio, tap, AF_PACKET with a vnet header) are DODGY: they carry gso_segs = 0
+ * until segmented, though the kernel counted their segments' headers into the qdisc length
+ * (qdisc_pkt_len_init):
+ *     wire_len = len + (S - 1) * hdr,   S = ceil((len - hdr) / gso_size)
+ * with hdr the headers up to the L4 payload, which the program does not know. S is at most
+ * S0 = ceil(len / gso_size), and at least S0 - 1 while hdr <= gso_size. A candidate fits when
+ * hdr = (wire_len - len) / (S - 1) is whole and gives S back; the larger fitting one is taken,
+ * else S0. So S is never undercounted; it is one too many only when both fit, which needs the
+ * last segment within hdr / (S - 1) bytes of a segment boundary (0.05 % of lengths): one
+ * segment's overhead and mpu charged too many.
+ */
+static __always_inline __u32 shaper_ceil_div(__u32 a, __u32 b)
+{
+	return a / b + (a % b != 0);
+}
+
+/* Whether S segments of headers `extra / (S - 1)` make up a packet of `len` bytes. */
+static __always_inline bool shaper_gso_segs_fit(__u32 len, __u32 extra, __u32 gso_size, __u32 s)
+{
+	if (s < 2 || extra % (s - 1))
+		return false;
+	const __u32 hdr = extra / (s - 1);
+
+	return hdr < len && shaper_ceil_div(len - hdr, gso_size) == s;
+}
+
+static __always_inline __u32 shaper_gso_segs(__u32 len, __u32 wire_len, __u32 gso_segs,
+					     __u32 gso_size)
+{
+	if (gso_segs)
+		return gso_segs;
+	if (!gso_size || wire_len <= len)
+		return 1; /* no headers added: one segment, as the kernel counted it */
+	const __u32 extra = wire_len - len, most = shaper_ceil_div(len, gso_size);
+
+	if (!shaper_gso_segs_fit(len, extra, gso_size, most) &&
+	    shaper_gso_segs_fit(len, extra, gso_size, most - 1))
+		return most - 1;
+	return most > 1 ? most : 1;
+}
+
 /* Time a cost takes at a class rate: whole ns, and the remainder in 2^-32 ns. */
 static __always_inline __u64 shaper_cost_time(__u64 cost, __u64 ns_per_byte_fp, __u32 *frac)
 {

@@ -12,13 +12,19 @@
  *
  * A packet is charged at its class and at every ancestor (up to SHAPER_MAX_DEPTH levels) and
  * leaves at the latest of their departures. If any level's departure lies beyond that level's
- * horizon, the packet is dropped and charged nowhere.
+ * horizon, the packet is dropped and charged nowhere. A sparse packet (sparse.h) may leave ahead
+ * of its own class's backlog, never ahead of an ancestor's departure for it: ancestors have no
+ * allowance, so each keeps its bound exactly.
  *
  * Concurrency: the clock only moves through atomics. Once tat >= now it can only grow, so a
  * fetch-and-add is exact; the jump from an idle clock to now is a compare-and-swap. No charge
  * is lost or doubled. Sub-ns remainders are rounded per CPU (charge.h), with no atomic. The
- * horizon check reads the clock before charging: packets racing on other CPUs can push one past
- * the horizon by at most their own cost.
+ * horizon is checked on the clock each level's atomic returns, which counts every charge made
+ * before it on any CPU: a packet that lands beyond is given its charges back (an atomic add of
+ * minus its cost, at every level charged) and dropped. So every packet that leaves, leaves
+ * within the horizon of its own now, however many CPUs race; a charge given back only makes the
+ * packets that saw it meanwhile wait (or drop) as if it stood. Pass 1 reads the clocks first so
+ * that a class already beyond its horizon is not charged at all.
  */
 #ifndef SHAPER_EDT_H
 #define SHAPER_EDT_H
@@ -79,13 +85,63 @@ enum edt_verdict {
 	EDT_DROP,     /* beyond a horizon (counted at every level) or by CoDel (at the class) */
 };
 
+/* The departure a packet leaves at: its class's, or its own stamp (TCP pacing) when later. An
+ * own stamp more than SHAPER_FOREIGN_TSTAMP_MAX_NS ahead is not a pacing time. */
+static __always_inline __u64 honour_own_departure(const struct __sk_buff *skb, __u64 departure,
+						 __u64 now)
+{
+	__u64 own = skb->tstamp;
+
+	if (own > departure && own - now < SHAPER_FOREIGN_TSTAMP_MAX_NS)
+		return own;
+	return departure;
+}
+
+/*
+ * A packet refused for a horizon: its drop is counted at every level from class `id` up, and
+ * the levels pass 2 had charged (bit i of `charged`: level i, the leaf being 0) get their charges
+ * back with their counters and rounding (bit i of `rounded_up`: level i's charge was rounded up,
+ * charge.h). A global function, so the verifier checks it once on its own instead of once per
+ * path that ends in a horizon drop.
+ */
+__noinline int edt_horizon_drop(__u32 id, __u32 charged, __u32 rounded_up, __u32 wire_len,
+				__u32 segs)
+{
+	for (int i = 0; i < SHAPER_MAX_DEPTH; i++) {
+		const struct shaper_class_config *cfg = bpf_map_lookup_elem(&shaper_class_config, &id);
+		struct shaper_class_clock *clk = bpf_map_lookup_elem(&shaper_class_clock, &id);
+		struct shaper_class_stats *st = stats_of(id);
+
+		if (!clk || !st || !edt_class_usable(cfg))
+			break;
+		st->drops_horizon++;
+		if ((charged >> i) & 1) {
+			const __u64 cost = shaper_packet_cost(wire_len, segs, cfg->overhead, cfg->mpu);
+			__u32 frac;
+			const __u64 whole = shaper_cost_time(cost, cfg->ns_per_byte_fp, &frac);
+			const __u64 up = (rounded_up >> i) & 1;
+
+			__sync_fetch_and_add(&clk->tat_ns, -(whole + up));
+			st->clock_carry = up ? st->clock_carry - ((1ull << SHAPER_NS_FRAC_BITS) - frac)
+					     : st->clock_carry + frac;
+			st->packets--;
+			st->segments -= segs;
+			st->bytes -= cost;
+		}
+		id = cfg->parent_id;
+		if (!id)
+			break;
+	}
+	return 0;
+}
+
 /* Shapes a packet of class `class_id`. */
 static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u32 class_id,
 						     const struct edt_packet *pkt, __u64 *departure)
 {
 	__u32 id = class_id;
 	bool beyond = false;
-	__u64 estimate = pkt->now;
+	__u64 estimate = pkt->now, leaf_departure = pkt->now;
 	const struct shaper_class_config *leaf = NULL;
 	struct shaper_class_clock *leaf_clock = NULL;
 	__u64 sparse_leave = 0; /* set: the packet's flow is sparse, and it leaves then */
@@ -121,6 +177,7 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 		if (i == 0) {
 			leaf = cfg;
 			leaf_clock = clk;
+			leaf_departure = dep;
 		}
 		id = cfg->parent_id;
 		if (!id)
@@ -128,6 +185,10 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 	}
 	if (!leaf || !leaf_clock)
 		return EDT_UNSHAPED;
+	if (beyond) {
+		edt_horizon_drop(class_id, 0, 0, pkt->wire_len, pkt->segs);
+		return EDT_DROP;
+	}
 
 	/* The leaf's charge: the flow decisions weigh it, pass 2 charges it. */
 	const __u64 leaf_cost = edt_level_cost(pkt, leaf);
@@ -136,10 +197,11 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 
 	/* A sparse flow's packet leaves now, or as soon as the sparse allowance takes it; only a
 	 * backlogged class makes anyone wait. A bulk flow's packet counts toward its fair share. */
-	if (!beyond && pkt->aqm && (leaf->flags & (SHAPER_CLASS_SPARSE | SHAPER_CLASS_FAIR)) &&
+	if (pkt->aqm && (leaf->flags & (SHAPER_CLASS_SPARSE | SHAPER_CLASS_FAIR)) &&
 	    estimate > pkt->now + SHAPER_SPARSE_MIN_BACKLOG_NS) {
 		flow = flow_slot(skb, pkt->view, class_id, &flow_owner);
-		if (leaf->flags & SHAPER_CLASS_SPARSE)
+		/* Only the leaf's own backlog may be jumped: behind an ancestor's there is no gain. */
+		if ((leaf->flags & SHAPER_CLASS_SPARSE) && leaf_departure == estimate)
 			sparse_leave = sparse_departure(flow, flow_owner, leaf, leaf_clock, cost_ns + 1,
 							pkt->now, estimate);
 		if (!sparse_leave && flow && (leaf->flags & SHAPER_CLASS_FAIR)) {
@@ -154,7 +216,7 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 
 	/* CoDel on the delay this packet would wait; a dropped packet is charged nowhere. A sparse
 	 * packet waits for no backlog and tells CoDel nothing. */
-	if (!beyond && pkt->aqm && !sparse_leave) {
+	if (pkt->aqm && !sparse_leave) {
 		enum congestion_verdict v = aqm_decide(skb, class_id, leaf, estimate - pkt->now, pkt->now);
 
 		stats_congestion(leaf_stats, v, CAUSE_AQM);
@@ -162,8 +224,12 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 			return EDT_DROP;
 	}
 
-	/* Pass 2: charge every level (or count the drop at every level). */
-	__u64 latest = pkt->now;
+	/* Pass 2: charge every level, each checked against its horizon on the clock its atomic
+	 * returns: other CPUs may have charged it since pass 1. */
+	__u64 latest = pkt->now, above = pkt->now; /* above: the ancestors' latest departure */
+	bool refused = false;  /* a level's horizon refused the packet */
+	__u32 charged = 0;     /* bit i: level i was charged */
+	__u32 rounded_up = 0;  /* bit i: level i's charge was rounded up */
 
 	id = class_id;
 #pragma unroll
@@ -178,35 +244,45 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 
 		if (!clk || !st || !edt_class_usable(cfg))
 			break;
-		if (beyond) {
-			st->drops_horizon++;
-		} else {
-			__u64 cost = i == 0 ? leaf_cost : edt_level_cost(pkt, cfg);
-			__u32 frac = leaf_frac;
-			__u64 whole = i == 0 ? cost_ns : shaper_cost_time(cost, cfg->ns_per_byte_fp, &frac);
-			__u64 tat = edt_charge_clock(clk, pkt->now,
-						     shaper_round_time(whole, frac, &st->clock_carry));
-			__u64 dep = edt_departure(tat, cfg->burst_ns, pkt->now);
+		__u64 cost = i == 0 ? leaf_cost : edt_level_cost(pkt, cfg);
+		__u32 frac = leaf_frac;
+		__u64 whole = i == 0 ? cost_ns : shaper_cost_time(cost, cfg->ns_per_byte_fp, &frac);
+		__u64 charge = shaper_round_time(whole, frac, &st->clock_carry);
+		__u64 tat = edt_charge_clock(clk, pkt->now, charge);
+		__u64 dep = edt_departure(tat, cfg->burst_ns, pkt->now);
 
-			if (dep > latest)
-				latest = dep;
-			stats_add(st, pkt->segs, cost);
+		stats_add(st, pkt->segs, cost);
+		/* Without branches, so that they add no verifier paths: */
+		charged = charged << 1 | 1;
+		rounded_up |= (__u32)(charge - whole) << i;
+		if (dep > pkt->now + cfg->horizon_ns) {
+			refused = true;
+			break;
 		}
+		if (dep > latest)
+			latest = dep;
+		if (i && dep > above)
+			above = dep;
 		/* The walk of pass 1, from the same entries. No level count is carried over: the
 		 * verifier would check everything after pass 1 once per depth. */
 		id = cfg->parent_id;
 		if (!id)
 			break;
 	}
+	if (refused) {
+		edt_horizon_drop(class_id, charged, rounded_up, pkt->wire_len, pkt->segs);
+		return EDT_DROP;
+	}
 	if (sparse_leave) {
 		if (leaf_stats)
 			leaf_stats->sparse++;
-		latest = sparse_leave;
+		latest = sparse_leave > above ? sparse_leave : above;
 	}
-	if (flow && !beyond)
-		sparse_record(flow, flow_owner, latest);
+	latest = honour_own_departure(skb, latest, pkt->now);
+	if (flow)
+		sparse_record(flow, flow_owner, latest); /* the departure stamped, TCP's own included */
 	*departure = latest;
-	return beyond ? EDT_DROP : EDT_SEND;
+	return EDT_SEND;
 }
 
 #endif /* SHAPER_EDT_H */

@@ -25,9 +25,13 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } shaper_class_config SEC(".maps");
 
+/* Mmapable: its values start on a page, so each 64-byte clock is one cache line of its own (an
+ * ordinary array's values start 56 bytes into a line), and the control plane can move a clock
+ * with atomics of its own (a rate change rescales the backlog). */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, SHAPER_DEFAULT_MAX_CLASSES);
+	__uint(map_flags, BPF_F_MMAPABLE);
 	__type(key, __u32);
 	__type(value, struct shaper_class_clock);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);

