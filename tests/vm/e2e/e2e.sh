@@ -169,7 +169,7 @@ attach_check() {
 
 case_tcp100k() {
   local _c0 _t0 _on0 _p0 _p1 _exp _i _name _c1 _t1 _on1 _tcp0 _gso _rttlog _tol
-  begin "one TCP flow at 100 kbit on va0 (GSO/TSO on) and va1 (off) at once, 11 s, first second skipped, tcp_tso_rtt_log=0"
+  begin "one TCP flow at 100 kbit on va0 (GSO/TSO on) and va1 (off) at once, 16 s, first 3 s skipped, tcp_tso_rtt_log=0"
   # TCP sizes its GSO packets itself (the device's gso off only moves the segmentation after
   # sch_fq). Since Linux 5.18, tcp_tso_rtt_log (default 9) adds gso_max_size >> (min_rtt /
   # 512 us) bytes: with the sub-millisecond min RTT of an idle veth that is 32-64 KB, so GSO
@@ -184,9 +184,13 @@ case_tcp100k() {
     { result FAIL tcp-100kbit "change-class failed"; return; }
   _c0=$(class_counters snd va1 1) _t0=$(tx_counters snd va1) _on0=$(class_counters snd va0 1)
   _tcp0=$(tcp_stats snd)
-  iperf_rx rcv 10.0.0.1 5201 /tmp/k0.json -t 11 -i 1 &
+  # The first 3 s are TCP's start-up, not the class: the initial window (10 segments) takes
+  # 1.2 s at 100 kbit, past the 1 s initial RTO, and the spurious retransmissions that follow
+  # leave a second or two short (5.8-8.7 KB instead of 11.6). From then on each second carries
+  # 4 or 5 GSO packets of 2 segments: 13 s keep that granularity (2.9 KB) near 2 %.
+  iperf_rx rcv 10.0.0.1 5201 /tmp/k0.json -t 16 -i 1 &
   _p0=$!
-  iperf_rx rcv 10.0.1.1 5202 /tmp/k1.json -t 11 -i 1 &
+  iperf_rx rcv 10.0.1.1 5202 /tmp/k1.json -t 16 -i 1 &
   _p1=$!
   wait $_p0
   wait $_p1
@@ -203,7 +207,7 @@ case_tcp100k() {
     fi
     iperf_failed $_name /tmp/k$_i.json && continue
     note "$_name per-second receive bytes: $(jq -r '[.intervals[].sum.bytes] | join(" ")' /tmp/k$_i.json)"
-    check_rate $_name "$(goodput_bps /tmp/k$_i.json 1)" "$_exp" "$_tol" "tc saw $_gso"
+    check_rate $_name "$(goodput_bps /tmp/k$_i.json 3)" "$_exp" "$_tol" "tc saw $_gso"
   done
   # Per-segment charging: with GSO off at the device, TCP still hands tc GSO packets (it always
   # builds them); they are segmented after sch_fq, so the device counts segments. Every byte
