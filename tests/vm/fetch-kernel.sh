@@ -24,7 +24,7 @@ suite="${SHAPERCTL_VM_SUITE:-bookworm}"
 refresh=0
 meta=linux-image-cloud-amd64
 
-usage() { sed -n '17p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '16p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --cache) [ $# -ge 2 ] || usage; cache="$2"; shift 2 ;;

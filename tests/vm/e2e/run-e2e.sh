@@ -23,7 +23,7 @@ repo="$(cd "$here/../../.." && pwd)"
 bin="$repo/build/cli/shaperctl" next="" verbose=0 log="" timeout=480 scenario=e2e.sh
 cases=() vm_args=()
 
-usage() { sed -n '6,16p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '6,15p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --bin) [ $# -ge 2 ] || usage; bin="$2"; shift 2 ;;
