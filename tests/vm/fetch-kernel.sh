@@ -153,9 +153,9 @@ resolve_pkg() {
   apt_q apt-cache depends "$meta" 2>/dev/null |
     awk '$1 == "Depends:" && $2 ~ /^linux-image-[0-9].*-cloud-amd64$/ { print $2; exit }'
 }
-# The image package and the packages of the same kernel it depends on, transitively (from
-# 6.19/7.x on, the image is empty and depends on linux-binary-* (vmlinuz), linux-modules-*
-# and linux-base-* (config, modules.builtin); older ones hold everything).
+# The image package and the packages of the same kernel it depends on, transitively (the 7.x
+# backports' image is empty and depends on linux-binary-* (vmlinuz), linux-modules-* and
+# linux-base-* (config, modules.builtin); 5.10-6.12 images hold everything).
 package_set() {
   local abi="${1#linux-image-}" todo=("$1") seen=" " p
   while [ ${#todo[@]} -gt 0 ]; do
