@@ -104,6 +104,20 @@ put_bin() {
   done < <(libs_of "$src")
 }
 
+# Module paths (one a line) with .ko.xz/.ko.zst/.ko.gz renamed .ko.
+plain_ko() { sed -E 's/\.ko\.(xz|zst|gz)$/.ko/' <<<"$1"; }
+# Copies a module to DEST under a staging root, decompressing it.
+put_module() {
+  local root="$1" src="$2" dest="$3"
+  mkdir -p "$root$(dirname "$dest")"
+  case "$src" in
+    *.ko.xz) xz -dc "$src" > "$root$dest" ;;
+    *.ko.zst) zstd -qdc "$src" > "$root$dest" ;;
+    *.ko.gz) gzip -dc "$src" > "$root$dest" ;;
+    *) put "$root" "$src" "$dest" ;;
+  esac
+}
+
 # Resolves module names to .ko paths (relative to $moddir), dependencies first.
 resolve_modules() {
   awk -v want="$*" '
@@ -210,14 +224,16 @@ build_base() {
   [ -d /etc/iproute2 ] && cp -rL /etc/iproute2 "$root/etc/"
 
   # Modules plus a modules.dep for just them, so busybox modprobe (and the
-  # kernel's request_module via /sbin/modprobe) works for these too.
+  # kernel's request_module via /sbin/modprobe) works for these too. Newer
+  # kernels ship them compressed, which busybox insmod cannot read: they go in
+  # as plain .ko, under the name depmod then records.
   while IFS= read -r m; do
-    put "$root" "$moddir/$m" "/lib/modules/$kver/$m"
+    put_module "$root" "$moddir/$m" "/lib/modules/$kver/$(plain_ko "$m")"
   done <<<"$modlist"
   cp "$moddir"/modules.order "$moddir"/modules.builtin "$moddir"/modules.builtin.modinfo \
     "$root/lib/modules/$kver/" 2>/dev/null || true
   depmod -b "$root" "$kver"
-  printf '%s\n' "$modlist" > "$root/etc/shaperctl-vm/modules"
+  plain_ko "$modlist" > "$root/etc/shaperctl-vm/modules"
 
   printf 'root:x:0:0:root:/root:/bin/sh\n' > "$root/etc/passwd"
   printf 'root:x:0:\n' > "$root/etc/group"
@@ -296,8 +312,9 @@ if [ "$use_cache" = 1 ] && [ ! -f "$base" ] && mkdir -p "$cache/initramfs" 2>/de
   build_base "$base_tmp"
   mv "$base_tmp" "$base"
   base_tmp=""
-  # Keep the 4 most recently used bases (other tool versions or --module sets).
-  find "$cache/initramfs" -name 'base-*.cpio' -printf '%T@ %p\n' | sort -rn | tail -n +5 |
+  # Keep the 8 most recently used bases (one per suite, other tool versions or
+  # --module sets).
+  find "$cache/initramfs" -name 'base-*.cpio' -printf '%T@ %p\n' | sort -rn | tail -n +9 |
     cut -d' ' -f2- | xargs -r rm -f
 fi
 if [ "$use_cache" = 1 ] && [ -f "$base" ]; then

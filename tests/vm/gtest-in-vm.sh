@@ -1,6 +1,7 @@
 #!/bin/sh
-# Scenario: the host test binary, run again on Debian's stock cloud kernel (6.1): the datapath
-# tests on its verifier and helpers, the qdisc tests with a real sch_fq, the CLI in police mode.
+# Scenario: the host test binary, run again on a stock Debian cloud kernel (6.1, or another with
+# run.sh --suite): the datapath tests on its verifier and helpers, the qdisc tests with a real
+# sch_fq, the CLI in police mode.
 # Run from the host: tests/vm/run.sh --bin build/tests/shaperctl_tests --bin build/cli/shaperctl tests/vm/gtest-in-vm.sh
 export SHAPERCTL_BIN=/usr/local/bin/shaperctl
 /usr/local/bin/shaperctl_tests "$@"

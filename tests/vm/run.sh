@@ -1,27 +1,30 @@
 #!/usr/bin/env bash
-# Boots Debian 12's stock cloud kernel under qemu (TCG) with an initramfs that
+# Boots a stock Debian cloud kernel under qemu (TCG) with an initramfs that
 # runs SCENARIO.sh, streams its output, and exits with the scenario's status.
 #
-# usage: tests/vm/run.sh [--timeout SECONDS] [--bin PATH]... [--file SRC:DEST]...
-#          [--module NAME]... [--mem MB] [--smp N] [--append KERNEL_ARGS]
-#          [--log FILE] [--verbose] SCENARIO.sh [ARGS...]
-# --verbose shows the whole (non-quiet) boot; --log keeps the raw console.
+# usage: tests/vm/run.sh [--suite SUITE] [--timeout SECONDS] [--bin PATH]...
+#          [--file SRC:DEST]... [--module NAME]... [--mem MB] [--smp N]
+#          [--append KERNEL_ARGS] [--log FILE] [--verbose] SCENARIO.sh [ARGS...]
+# --suite: bookworm (6.1, default), trixie (6.12), trixie-backports (7.x), bullseye (5.10);
+# also from $SHAPERCTL_VM_SUITE. --verbose shows the whole (non-quiet) boot; --log keeps
+# the raw console.
 #
 # Exit status: the scenario's; 124 on timeout; 125 if the guest never reported
 # a status (kernel panic, qemu failure) or the kernel/initramfs could not be
-# prepared; 2 on usage errors.
+# prepared; 2 on usage errors (an unknown suite too). Each failure is one line.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 timeout=300 mem=1024 smp=2 verbose=0 log="" append=""
 build_args=()
 
-usage() { sed -n '5,8p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '5,10p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 say() { echo "run.sh: $*" >&2; }
 
 while [ $# -gt 0 ]; do
   case "$1" in
     --timeout) [ $# -ge 2 ] || usage; timeout="$2"; shift 2 ;;
+    --suite) [ $# -ge 2 ] || usage; export SHAPERCTL_VM_SUITE="$2"; shift 2 ;;
     --mem) [ $# -ge 2 ] || usage; mem="$2"; shift 2 ;;
     --smp) [ $# -ge 2 ] || usage; smp="$2"; shift 2 ;;
     --bin|--file|--module) [ $# -ge 2 ] || usage; build_args+=("$1" "$2"); shift 2 ;;
@@ -41,7 +44,9 @@ scenario="$1"; shift
 command -v qemu-system-x86_64 >/dev/null || { say "qemu-system-x86_64 missing (scripts/install-deps.sh)"; exit 2; }
 
 start=$SECONDS
-kinfo="$("$here/fetch-kernel.sh")" || { say "fetch-kernel.sh failed"; exit 125; }
+# fetch-kernel.sh says in one line what went wrong; 2 is an unknown suite.
+kinfo="$("$here/fetch-kernel.sh")" || { rc=$?; [ "$rc" = 2 ] && exit 2; exit 125; }
+SUITE="$(sed -n 's/^SUITE=//p' <<<"$kinfo")"
 KVER="$(sed -n 's/^KVER=//p' <<<"$kinfo")"
 KERNEL="$(sed -n 's/^KERNEL=//p' <<<"$kinfo")"
 MODULES="$(sed -n 's/^MODULES=//p' <<<"$kinfo")"
@@ -103,20 +108,25 @@ tpid=""
 status="$(clean < "$console" | grep -ao '@@SHAPERCTL_VM_EXIT=[0-9]*@@' | tail -n1 | tr -dc '0-9' || true)"
 elapsed=$((SECONDS - start)) vmtime=$((SECONDS - boot))
 
+kernel="kernel $KVER ($SUITE)"
 if [ -n "$status" ]; then
-  say "scenario $(basename "$scenario") exited $status (kernel $KVER, vm ${vmtime}s, total ${elapsed}s)"
+  say "scenario $(basename "$scenario") exited $status ($kernel, vm ${vmtime}s, total ${elapsed}s)"
   exit "$status"
 fi
 
-# No status. If the scenario never started, its boot output was hidden: show
-# the end of it to explain why.
-if [ "$verbose" = 0 ] && ! grep -aq '@@SHAPERCTL_VM_START@@' "$console"; then
-  say "guest never reached the scenario; last console lines:"
-  clean < "$console" | tail -n 40 >&2
-fi
-if [ "$qrc" -eq 124 ] || [ "$qrc" -eq 137 ]; then
-  say "TIMEOUT: killed qemu after ${timeout}s; scenario $(basename "$scenario") did not finish"
+# No status: one line saying why, the whole console kept in a file for the details.
+keep="$(mktemp "${TMPDIR:-/tmp}/shaperctl-vm-console.XXXXXX.log")"
+clean < "$console" > "$keep"
+panic="$(grep -a -m1 -o 'Kernel panic - not syncing:.*' "$keep" || true)"
+if [ -n "$panic" ]; then
+  say "FAILED: $kernel panicked ($panic) $(grep -aq '@@SHAPERCTL_VM_START@@' "$keep" &&
+    echo "in scenario $(basename "$scenario")" || echo "before the scenario started"); console: $keep"
+elif [ "$qrc" -eq 124 ] || [ "$qrc" -eq 137 ]; then
+  say "TIMEOUT: killed qemu after ${timeout}s; scenario $(basename "$scenario") did not finish on $kernel; console: $keep"
   exit 124
+elif ! grep -aq '@@SHAPERCTL_VM_START@@' "$keep"; then
+  say "FAILED: $kernel never reached the scenario (qemu status $qrc; last console line: $(grep -a . "$keep" | tail -n1 | cut -c1-160)); console: $keep"
+else
+  say "FAILED: the guest ended without an exit marker (qemu status $qrc, $kernel; init failure?); console: $keep"
 fi
-say "FAILED: guest ended without an exit marker (qemu status $qrc; kernel panic or init failure?)"
 exit 125

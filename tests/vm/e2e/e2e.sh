@@ -8,7 +8,7 @@
 # usage (in the VM): e2e.sh [CASE...]   cases: baseline tcp100k tcp20m tcp200m flows8 flood
 #                                       change burst rules small udp prio7 fwd upgrade
 #                                       (default: all; setup and the attach/detach checks
-#                                       always run)
+#                                       always run, on the devices the chosen cases use)
 #
 # Topology (network namespaces; the sender side is shaped, edt mode, sch_fq):
 #   snd: va0 10.0.0.1 <-veth-> rcv: vb0 10.0.0.2     pair 0, GSO/TSO on
@@ -141,28 +141,35 @@ case_baseline() {
   result INFO unshaped-veth "$(fmt_rate "$BASE_BPS") TCP goodput without shaping (this VM's ceiling)"
 }
 
-# attach_check NS DEV [attach args]: attach and assert fq on every tx queue.
+# The hook attach must take: TCX from 6.6 on (the kernel's version is fine here: a test knows
+# what it runs on), tc clsact before.
+if [ "$(uname -r | awk -F. '{ print ($1 * 1000 + $2 >= 6006) }')" = 1 ]; then
+  HOOK="tcx egress"
+else
+  HOOK="tc clsact egress"
+fi
+# attach_check NS DEV [attach args]: attach and assert the hook and fq on every tx queue.
 attach_check() {
   local _ns _dev _st
   _ns=$1 _dev=$2
   shift 2
   run_ok "attach-$_dev" shaperctl -n "$_ns" attach --dev "$_dev" "$@" || { ATTACH_OK=0; return 1; }
   ATTACHED="$ATTACHED $_dev"
-  _st=$(status_json "$_ns" "$_dev" | jq -c '{mode, qdisc}')
+  _st=$(status_json "$_ns" "$_dev" | jq -c '{mode, attach_point, qdisc}')
   note "$_dev: $_st"
-  if [ "$(echo "$_st" | jq '.qdisc.fq_everywhere == true and .mode == "edt"')" = true ]; then
-    result PASS "attach-$_dev" "mode edt, qdisc.fq_everywhere true ($(echo "$_st" |
+  if [ "$(echo "$_st" | jq --arg hook "$HOOK" '.qdisc.fq_everywhere == true and .mode == "edt" and .attach_point == $hook')" = true ]; then
+    result PASS "attach-$_dev" "mode edt on $HOOK, qdisc.fq_everywhere true ($(echo "$_st" |
       jq -r '"root \(.qdisc.root), fq on \(.qdisc.fq_queues)/\(.qdisc.queues) tx queues"'))"
   else
-    result FAIL "attach-$_dev" "status says $_st"
+    result FAIL "attach-$_dev" "status says $_st (expected mode edt on $HOOK, fq everywhere)"
   fi
   run_ok "attach-$_dev" shaperctl -n "$_ns" add-class --dev "$_dev" --id 1 --rate 20mbit --overhead 24 &&
     run_ok "attach-$_dev" shaperctl -n "$_ns" set-default --dev "$_dev" --class 1
 }
 
 case_tcp100k() {
-  local _c0 _t0 _on0 _p0 _p1 _exp _i _name _c1 _t1 _on1 _tcp0 _gso _rttlog
-  begin "one TCP flow at 100 kbit on va0 (GSO/TSO on) and va1 (off) at once, 11 s, first second skipped, tcp_tso_rtt_log=0"
+  local _c0 _t0 _on0 _p0 _p1 _exp _i _name _c1 _t1 _on1 _tcp0 _gso _rttlog _tol
+  begin "one TCP flow at 100 kbit on va0 (GSO/TSO on) and va1 (off) at once, 16 s, first 3 s skipped, tcp_tso_rtt_log=0"
   # TCP sizes its GSO packets itself (the device's gso off only moves the segmentation after
   # sch_fq). Since Linux 5.18, tcp_tso_rtt_log (default 9) adds gso_max_size >> (min_rtt /
   # 512 us) bytes: with the sub-millisecond min RTT of an idle veth that is 32-64 KB, so GSO
@@ -177,9 +184,13 @@ case_tcp100k() {
     { result FAIL tcp-100kbit "change-class failed"; return; }
   _c0=$(class_counters snd va1 1) _t0=$(tx_counters snd va1) _on0=$(class_counters snd va0 1)
   _tcp0=$(tcp_stats snd)
-  iperf_rx rcv 10.0.0.1 5201 /tmp/k0.json -t 11 -i 1 &
+  # The first 3 s are TCP's start-up, not the class: the initial window (10 segments) takes
+  # 1.2 s at 100 kbit, past the 1 s initial RTO, and the spurious retransmissions that follow
+  # leave a second or two short (5.8-8.7 KB instead of 11.6). From then on each second carries
+  # 4 or 5 GSO packets of 2 segments: 13 s keep that granularity (2.9 KB) near 2 %.
+  iperf_rx rcv 10.0.0.1 5201 /tmp/k0.json -t 16 -i 1 &
   _p0=$!
-  iperf_rx rcv 10.0.1.1 5202 /tmp/k1.json -t 11 -i 1 &
+  iperf_rx rcv 10.0.1.1 5202 /tmp/k1.json -t 16 -i 1 &
   _p1=$!
   wait $_p0
   wait $_p1
@@ -190,13 +201,13 @@ case_tcp100k() {
   _exp=$(calc "100000 * $TCP_FRAC")
   for _i in 0 1; do
     if [ $_i = 0 ]; then
-      _name=tcp-100kbit-gso-on _gso=$(echo "$_on0 $_on1" | awk '{ printf "%d GSO packets of %d segments, %d horizon drops", $6 - $1, $7 - $2, $9 - $4 }')
+      _name=tcp-100kbit-gso-on _tol=5 _gso=$(echo "$_on0 $_on1" | awk '{ printf "%d GSO packets of %d segments, %d horizon drops", $6 - $1, $7 - $2, $9 - $4 }')
     else
-      _name=tcp-100kbit-gso-off _gso=$(echo "$_c0 $_c1" | awk '{ printf "%d GSO packets of %d segments, %d horizon drops", $6 - $1, $7 - $2, $9 - $4 }')
+      _name=tcp-100kbit-gso-off _tol=10 _gso=$(echo "$_c0 $_c1" | awk '{ printf "%d GSO packets of %d segments, %d horizon drops", $6 - $1, $7 - $2, $9 - $4 }')
     fi
     iperf_failed $_name /tmp/k$_i.json && continue
     note "$_name per-second receive bytes: $(jq -r '[.intervals[].sum.bytes] | join(" ")' /tmp/k$_i.json)"
-    check_rate $_name "$(goodput_bps /tmp/k$_i.json 1)" "$_exp" 10 "tc saw $_gso"
+    check_rate $_name "$(goodput_bps /tmp/k$_i.json 3)" "$_exp" "$_tol" "tc saw $_gso"
   done
   # Per-segment charging: with GSO off at the device, TCP still hands tc GSO packets (it always
   # builds them); they are segmented after sch_fq, so the device counts segments. Every byte
@@ -221,7 +232,7 @@ case_tcp20m() {
   klass snd va0 --rate 20mbit || { result FAIL tcp-20mbit "change-class failed"; return; }
   iperf_rx rcv 10.0.0.1 5201 /tmp/m20.json -t 3 -i 0.5
   iperf_failed tcp-20mbit /tmp/m20.json && return
-  check_rate tcp-20mbit "$(goodput_bps /tmp/m20.json 0.5)" "$(calc "20e6 * $TCP_FRAC")" 5
+  check_rate tcp-20mbit "$(goodput_bps /tmp/m20.json 0.5)" "$(calc "20e6 * $TCP_FRAC")" 3
 }
 
 case_tcp200m() {
@@ -942,11 +953,12 @@ case_upgrade_police() {
 # --- run --------------------------------------------------------------------
 
 want baseline && case_baseline
-begin "attach (edt) on va0, va1, rb with default sch_fq options, va2 with --fq-flow-limit 1000"
+# Each attach runs the verifier (seconds under TCG): only the devices the chosen cases use.
+begin "attach (edt) on va0, va1 (tcp100k, udp), rb (fwd) with default sch_fq options, va2 (small) with --fq-flow-limit 1000"
 attach_check snd va0
-attach_check snd va1
-attach_check snd va2 --fq-flow-limit 1000
-attach_check rt rb
+{ want tcp100k || want udp; } && attach_check snd va1
+want small && attach_check snd va2 --fq-flow-limit 1000
+want fwd && attach_check rt rb
 if [ "$ATTACH_OK" = 1 ]; then
   want tcp100k && case_tcp100k
   want tcp20m && case_tcp20m
@@ -993,10 +1005,21 @@ for d in "snd va0" "snd va1" "snd va2" "rt rb"; do
 done
 _pins=$(find /sys/fs/bpf/shaperctl 2>/dev/null | head -20 | tr '\n' ' ')
 _list=$(shaperctl list --json 2>&1 | jq -c . 2>&1)
-if [ -z "$_pins" ] && [ "$_list" = "[]" ]; then
-  result PASS detach-no-pins "/sys/fs/bpf/shaperctl is gone; shaperctl list --json: []"
+# Nothing else in this VM loads BPF: once detached, no program and no link (TCX or other) may
+# remain. The kernel frees a released program after an RCU grace period: up to 2 s for that.
+_i=0
+while :; do
+  _progs=$("$BPFTOOL" -j prog show 2>&1 | jq -c '[.[] | "\(.type) \(.name // "?") id \(.id)"]' 2>&1)
+  _links=$("$BPFTOOL" -j link show 2>&1 | jq -c '[.[] | "\(.type) id \(.id)"]' 2>&1)
+  [ "$_progs$_links" = "[][]" ] && break
+  _i=$((_i + 1))
+  [ "$_i" -lt 20 ] || break
+  sleep 0.1
+done
+if [ -z "$_pins" ] && [ "$_list" = "[]" ] && [ "$_progs$_links" = "[][]" ]; then
+  result PASS detach-no-pins "/sys/fs/bpf/shaperctl is gone; shaperctl list --json: []; no BPF program or link left"
 else
-  result FAIL detach-no-pins "left behind: ${_pins:-no pins}; list: $_list"
+  result FAIL detach-no-pins "left behind: ${_pins:-no pins}; list: $_list; programs $_progs; links $_links"
 fi
 
 stop_iperf_servers

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# shaperctl end-to-end tests in the stock-kernel VM: boots ONE VM (qemu TCG, Debian 12 cloud
+# shaperctl end-to-end tests in the stock-kernel VM: boots ONE VM (qemu TCG, a Debian cloud
 # kernel) running tests/vm/e2e/e2e.sh, prints one line per case, exits non-zero if any
 # case fails (or the VM does not finish). Builds nothing: give it a built shaperctl.
 #
-# usage: tests/vm/e2e/run-e2e.sh [--bin PATH | PATH] [--next PATH] [--verbose] [--log FILE]
-#          [--timeout S] [CASE...]
+# usage: tests/vm/e2e/run-e2e.sh [--bin PATH | PATH] [--next PATH] [--suite SUITE] [--refusal]
+#          [--verbose] [--log FILE] [--timeout S] [CASE...]
 #   PATH      shaperctl binary (default: build/cli/shaperctl)
 #   --next    the newer build the upgrade case attaches over it (default: shaperctl_next
 #             beside PATH, which CMake builds with the tests)
+#   --suite   the kernel: bookworm (6.1, default), trixie, trixie-backports, bullseye (run.sh)
+#   --refusal run refusal.sh instead: attach and doctor refuse in one line (a kernel too old)
 #   --verbose also show each case's details (they always go to the log)
 #   CASE      baseline tcp100k tcp20m tcp200m flows8 flood change burst rules small udp prio7
 #             fwd upgrade (default all; attach and detach checks always run). The prio7 case
@@ -19,14 +21,16 @@ set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../../.." && pwd)"
-bin="$repo/build/cli/shaperctl" next="" verbose=0 log="" timeout=480
-cases=()
+bin="$repo/build/cli/shaperctl" next="" verbose=0 log="" timeout=480 scenario=e2e.sh
+cases=() vm_args=()
 
 usage() { sed -n '6,15p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --bin) [ $# -ge 2 ] || usage; bin="$2"; shift 2 ;;
     --next) [ $# -ge 2 ] || usage; next="$2"; shift 2 ;;
+    --suite) [ $# -ge 2 ] || usage; vm_args+=(--suite "$2"); shift 2 ;;
+    --refusal) scenario=refusal.sh; shift ;;
     --verbose|-v) verbose=1; shift ;;
     --log) [ $# -ge 2 ] || usage; log="$2"; shift 2 ;;
     --timeout) [ $# -ge 2 ] || usage; timeout="$2"; shift 2 ;;
@@ -42,7 +46,9 @@ if [ ! -x "$bin" ]; then
   exit 2
 fi
 [ -n "$next" ] || next="$(dirname "$bin")/shaperctl_next"
-if [ ! -x "$next" ]; then
+if [ ${#cases[@]} -gt 0 ] && [[ " ${cases[*]} " != *" upgrade "* ]]; then
+  next=""  # only the upgrade case runs it
+elif [ ! -x "$next" ]; then
   echo "run-e2e: note: no newer build at $next: the upgrade case will SKIP"
   next=""
 fi
@@ -68,17 +74,17 @@ fi
 
 start=$SECONDS
 set +e
-"$repo/tests/vm/run.sh" --timeout "$timeout" "${bins[@]}" \
+"$repo/tests/vm/run.sh" ${vm_args[@]+"${vm_args[@]}"} --timeout "$timeout" "${bins[@]}" \
     --file "$here/lib.sh:/usr/local/share/shaperctl-e2e/lib.sh" \
-    "$here/e2e.sh" ${cases[@]+"${cases[@]}"} 2>&1 |
+    "$here/$scenario" ${cases[@]+"${cases[@]}"} 2>&1 |
   tee "$log" |
   awk -v verbose="$verbose" '
-    /^(PASS|FAIL|XFAIL|XPASS|SKIP|INFO) / || /^E2E SUMMARY/ || /^run\.sh: / || verbose { print; fflush() }'
+    /^(PASS|FAIL|XFAIL|XPASS|SKIP|INFO) / || /^(E2E|REFUSAL) SUMMARY/ || /^(run\.sh|fetch-kernel): / || verbose { print; fflush() }'
 rc=${PIPESTATUS[0]}
 set -e
 
 fails=$(grep -c '^FAIL ' "$log" || true)
-summary=$(grep -c '^E2E SUMMARY' "$log" || true)
+summary=$(grep -Ec '^(E2E|REFUSAL) SUMMARY' "$log" || true)
 echo "run-e2e: $((SECONDS - start)) s wall; full log: $log"
 if [ "$rc" -ne 0 ] || [ "$fails" -ne 0 ] || [ "$summary" -ne 1 ]; then
   [ "$summary" -eq 1 ] || echo "run-e2e: FAILED: the scenario did not finish (run.sh exit $rc)"
