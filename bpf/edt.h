@@ -90,7 +90,6 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 	struct shaper_class_clock *leaf_clock = NULL;
 	__u64 sparse_leave = 0; /* set: the packet's flow is sparse, and it leaves then */
 	struct shaper_flow *flow = NULL;
-	__u64 flow_owner = 0;
 
 	/* The leaf's counters, fetched now and used by every count below: pass 2 writes them after
 	 * the clock's atomic, which orders every later load behind it, so a cold entry would be a
@@ -138,13 +137,13 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 	 * backlogged class makes anyone wait. A bulk flow's packet counts toward its fair share. */
 	if (!beyond && pkt->aqm && (leaf->flags & (SHAPER_CLASS_SPARSE | SHAPER_CLASS_FAIR)) &&
 	    estimate > pkt->now + SHAPER_SPARSE_MIN_BACKLOG_NS) {
-		flow = flow_slot(skb, pkt->view, class_id, &flow_owner);
+		flow = flow_slot(skb, pkt->view, class_id, pkt->now);
 		if (leaf->flags & SHAPER_CLASS_SPARSE)
-			sparse_leave = sparse_departure(flow, flow_owner, leaf, leaf_clock, cost_ns + 1,
-							pkt->now, estimate);
+			sparse_leave = sparse_departure(flow, leaf, leaf_clock, cost_ns + 1, pkt->now,
+							estimate);
 		if (!sparse_leave && flow && (leaf->flags & SHAPER_CLASS_FAIR)) {
-			enum congestion_verdict v = fair_decide(skb, flow, flow_owner, leaf, leaf_clock,
-								cost_ns, estimate - pkt->now, pkt->now);
+			enum congestion_verdict v = fair_decide(skb, flow, leaf, leaf_clock, cost_ns,
+								estimate - pkt->now, pkt->now);
 
 			stats_congestion(leaf_stats, v, CAUSE_FAIR);
 			if (v == CONGESTION_DROP)
@@ -204,7 +203,7 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 		latest = sparse_leave;
 	}
 	if (flow && !beyond)
-		sparse_record(flow, flow_owner, latest);
+		sparse_record(flow, latest);
 	*departure = latest;
 	return beyond ? EDT_DROP : EDT_SEND;
 }

@@ -248,7 +248,7 @@ static __always_inline void parse_packet(struct __sk_buff *skb, struct packet_fi
  */
 struct packet_view {
 	struct packet_fields fields;
-	__u32 flow_hash; /* bpf/sparse.h's, once computed; 0: not yet */
+	__u32 flow_hash; /* bpf/flow.h's, once computed; 0: not yet */
 };
 
 #endif /* SHAPER_PARSE_H */
