@@ -14,9 +14,14 @@
 #define IPPROTO_HOPOPTS_ 0
 #define IPPROTO_ROUTING_ 43
 #define IPPROTO_FRAGMENT_ 44
+#define IPPROTO_AH_ 51
 #define IPPROTO_DSTOPTS_ 60
 #define PARSE_MAX_VLAN_TAGS 2
-#define PARSE_MAX_IPV6_EXT 4
+/* RFC 8200's order: hop-by-hop, destination, routing, fragment, AH, destination options. */
+#define PARSE_MAX_IPV6_EXT 6
+/* The protocol of an IPv6 packet whose extension headers go on past PARSE_MAX_IPV6_EXT (IANA's
+ * reserved 255): no transport header was found, so no port is read. */
+#define PARSE_PROTO_UNKNOWN 255
 
 /* Set by the loader: bytes before the network header (14 on Ethernet, 0 on an L3 device). */
 const volatile __u32 l2_header_len = 14;
@@ -54,6 +59,19 @@ struct packet_fields {
 static __always_inline bool proto_has_ports(__u8 proto)
 {
 	return proto == 6 || proto == 17 || proto == 132;
+}
+
+/* The extension headers walked, as bits of a mask: tested without a branch per type (each
+ * would be one more verifier state per header walked). */
+#define IPV6_EXTENSIONS                                                                        \
+	(1ull << IPPROTO_HOPOPTS_ | 1ull << IPPROTO_ROUTING_ | 1ull << IPPROTO_FRAGMENT_ |     \
+	 1ull << IPPROTO_AH_ | 1ull << IPPROTO_DSTOPTS_)
+
+static __always_inline __u32 ipv6_is_extension(__u8 next)
+{
+	__u32 below_64 = (((__u32)next >> 6) - 1) >> 31;
+
+	return (__u32)(IPV6_EXTENSIONS >> (next & 63)) & below_64;
 }
 
 static __always_inline void parse_ports(struct __sk_buff *skb, __u32 off, struct packet_fields *f)
@@ -100,21 +118,31 @@ static __always_inline void parse_ipv6(struct __sk_buff *skb, __u32 off, struct 
 	for (int i = 0; i < PARSE_MAX_IPV6_EXT; i++) {
 		__u8 ext[8];
 
-		if (next != IPPROTO_HOPOPTS_ && next != IPPROTO_ROUTING_ && next != IPPROTO_DSTOPTS_ &&
-		    next != IPPROTO_FRAGMENT_)
+		if (!ipv6_is_extension(next))
 			break;
 		if (parse_load(skb, off, ext, sizeof(ext)))
 			return;
 		if (next == IPPROTO_FRAGMENT_) {
 			next = ext[0];
-			f->proto = next;
-			if ((((__u16)ext[2] << 8) | ext[3]) & 0xfff8)
-				return; /* a later fragment */
+			if ((((__u16)ext[2] << 8) | ext[3]) & 0xfff8) {
+				/* A later fragment: what follows is not the transport header. */
+				f->proto = ipv6_is_extension(next) ? PARSE_PROTO_UNKNOWN : next;
+				return;
+			}
 			off += 8;
 		} else {
+			/* AH counts its length in 4-byte words less two, the others in 8 bytes less one
+			 * (picked without a branch: one verifier state per header walked). */
+			__u32 words8 = ((__u32)ext[1] + 1) * 8, words4 = ((__u32)ext[1] + 2) * 4;
+			__u32 is_ah = (((__u32)next ^ IPPROTO_AH_) - 1) >> 31;
+
+			off += words8 + ((words4 - words8) & -is_ah);
 			next = ext[0];
-			off += ((__u32)ext[1] + 1) * 8;
 		}
+	}
+	if (ipv6_is_extension(next)) {
+		f->proto = PARSE_PROTO_UNKNOWN; /* more extension headers than walked */
+		return;
 	}
 	f->proto = next;
 	parse_ports(skb, off, f);
@@ -206,8 +234,7 @@ static __always_inline bool parse_common(struct __sk_buff *skb, struct packet_fi
 		if ((void *)(ports + 2) > data_end)
 			return false;
 		l4 = ip6->nexthdr;
-		if (l4 == IPPROTO_HOPOPTS_ || l4 == IPPROTO_ROUTING_ || l4 == IPPROTO_DSTOPTS_ ||
-		    l4 == IPPROTO_FRAGMENT_)
+		if (ipv6_is_extension(l4))
 			return false;
 		f->family = 6;
 		f->dscp = (bpf_ntohl(words[0]) >> 22) & 0x3f;

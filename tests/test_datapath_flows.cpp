@@ -1,5 +1,5 @@
-// Flow identity under colliding and churning flows: BPF_PROG_TEST_RUN with crafted packets on
-// the host kernel.
+// Flow identity under colliding and churning flows, IPv6
+// extension headers: BPF_PROG_TEST_RUN with crafted packets on the host kernel.
 #include <arpa/inet.h>
 #include <bpf/bpf.h>
 #include <gtest/gtest.h>
@@ -13,7 +13,9 @@
 #include "loader/class_config.h"
 #include "loader/maps.h"
 #include "loader/program.h"
+#include "loader/rules.h"
 #include "packets.h"
+#include "rule_args.h"
 
 using namespace shaperctl;
 using namespace shaperctl::test;
@@ -253,6 +255,76 @@ TEST_F(FlowsDatapath, BulkFlowsAtTheirShareAreNeverDroppedWhileFlowsChurn)
     EXPECT_EQ(c.drops_fair, 0u);
     EXPECT_EQ(c.fair_marks, 0u);
     EXPECT_GE(maps_->clock(1).fair_share_ns, kShare);
+}
+
+// Classification of crafted packets: IPv6 extension headers.
+class Classify : public FlowsDatapath {
+protected:
+    void SetUp() override { reload({}); }
+
+    void reload(const ProgramOptions& options)
+    {
+        load(options);
+        for (uint32_t id = 1; id <= 3; id++)
+            add_class({.id = id, .rate_bps = 400'000'000'000ull}, false, false, false);
+        set_default_class(0);
+    }
+
+    void rule(uint32_t pref, uint32_t class_id, RuleArgs args)
+    {
+        args.pref = std::to_string(pref);
+        args.class_id = std::to_string(class_id);
+        add_rule(*maps_, parse_rule(args));
+    }
+
+    // The class the packet was charged to; 0 when it went unclassified.
+    uint32_t class_of(const PacketSpec& spec)
+    {
+        std::vector<uint64_t> before;
+        for (uint32_t id = 0; id <= 3; id++)
+            before.push_back(maps_->counters(id).packets);
+        send(spec);
+        for (uint32_t id = 0; id <= 3; id++)
+            if (maps_->counters(id).packets != before[id])
+                return id;
+        ADD_FAILURE() << "no class counted the packet";
+        return 99;
+    }
+};
+
+// AH is walked with its own length unit (4-byte words, less two) to the transport header.
+TEST_F(Classify, Ipv6AuthenticationHeaderIsWalkedToThePorts)
+{
+    rule(10, 2, {.proto = "tcp", .dport = "443"});
+    PacketSpec p{.src = "2001:db8::1", .dst = "2001:db8::2", .dport = 443, .ipv6_extensions = {51}};
+    EXPECT_EQ(class_of(p), 2u) << "AH, then TCP";
+    p.ipv6_hop_by_hop = true;
+    p.ipv6_extensions = {60, 51, 60};
+    EXPECT_EQ(class_of(p), 2u) << "hop-by-hop, destination options, AH, destination options";
+    p.first_fragment = true;
+    p.ipv6_extensions = {60, 43};
+    EXPECT_EQ(class_of(p), 2u) << "hop-by-hop, destination options, routing, fragment";
+    p.dport = 80;
+    EXPECT_EQ(class_of(p), 0u);
+}
+
+// A chain longer than the parser walks reports no transport protocol (255, reserved) rather
+// than an extension header's, and no ports.
+TEST_F(Classify, Ipv6PastTheExtensionLimitNoExtensionIsTakenForTheTransport)
+{
+    rule(10, 3, {.proto = "60"});
+    rule(20, 2, {.proto = "tcp", .dport = "443"});
+    PacketSpec p{.src = "2001:db8::1", .dst = "2001:db8::2", .dport = 443,
+                 .ipv6_extensions = {60, 60, 60, 60, 60, 60}};
+    EXPECT_EQ(class_of(p), 2u) << "six extension headers (RFC 8200's whole order is six): walked";
+    p.ipv6_extensions.push_back(60);
+    EXPECT_EQ(class_of(p), 0u) << "seven: no transport protocol, and no ports";
+    // A later fragment whose fragmentable part starts with an extension header.
+    const PacketSpec later{.src = "2001:db8::1", .dst = "2001:db8::2", .proto = 60, .later_fragment = true};
+    EXPECT_EQ(class_of(later), 0u);
+    rule(5, 1, {.proto = "255"});
+    EXPECT_EQ(class_of(p), 1u) << "reported as protocol 255";
+    EXPECT_EQ(class_of(later), 1u);
 }
 
 }  // namespace
