@@ -11,10 +11,12 @@
 #define ETH_P_IPV6_ 0x86DD
 #define ETH_P_8021Q_ 0x8100
 #define ETH_P_8021AD_ 0x88A8
+#define ETH_P_ARP_ 0x0806
 #define IPPROTO_HOPOPTS_ 0
 #define IPPROTO_ROUTING_ 43
 #define IPPROTO_FRAGMENT_ 44
 #define IPPROTO_AH_ 51
+#define IPPROTO_ICMPV6_ 58
 #define IPPROTO_DSTOPTS_ 60
 #define PARSE_MAX_VLAN_TAGS 2
 /* RFC 8200's order: hop-by-hop, destination, routing, fragment, AH, destination options. */
@@ -53,6 +55,7 @@ struct packet_fields {
 	__u8 has_ports; /* TCP, UDP or SCTP, and not a later fragment */
 	__u16 vlan;     /* outermost VLAN id (accelerated tag first), 0 when untagged */
 	__u16 sport, dport; /* 0 when the packet has no ports */
+	__u8 neighbour; /* ARP, or IPv6 neighbour or router discovery (ICMPv6 133-137) */
 	__u32 src[4], dst[4]; /* network order; IPv4 in [0] */
 };
 
@@ -72,6 +75,13 @@ static __always_inline __u32 ipv6_is_extension(__u8 next)
 	__u32 below_64 = (((__u32)next >> 6) - 1) >> 31;
 
 	return (__u32)(IPV6_EXTENSIONS >> (next & 63)) & below_64;
+}
+
+/* 1 for ICMPv6 router solicitation and advertisement, neighbour solicitation and
+ * advertisement, redirect (types 133-137), else 0, without a branch. */
+static __always_inline __u32 icmpv6_is_neighbour_discovery(__u8 type)
+{
+	return ((__u32)(__u8)(type - 133) - 5) >> 31;
 }
 
 static __always_inline void parse_ports(struct __sk_buff *skb, __u32 off, struct packet_fields *f)
@@ -145,6 +155,13 @@ static __always_inline void parse_ipv6(struct __sk_buff *skb, __u32 off, struct 
 		return;
 	}
 	f->proto = next;
+	if (next == IPPROTO_ICMPV6_) {
+		__u8 type;
+
+		if (!parse_load(skb, off, &type, sizeof(type)))
+			f->neighbour = icmpv6_is_neighbour_discovery(type);
+		return;
+	}
 	parse_ports(skb, off, f);
 }
 
@@ -184,6 +201,8 @@ __noinline int parse_headers(struct __sk_buff *skb, struct packet_fields *f)
 		parse_ipv4(skb, off, f);
 	else if (proto == ETH_P_IPV6_)
 		parse_ipv6(skb, off, f);
+	else if (proto == ETH_P_ARP_)
+		f->neighbour = 1;
 	return 0;
 }
 
@@ -246,6 +265,9 @@ static __always_inline bool parse_common(struct __sk_buff *skb, struct packet_fi
 		f->dst[1] = words[7];
 		f->dst[2] = words[8];
 		f->dst[3] = words[9];
+		/* Without a branch, as below: ICMPv6, and neighbour discovery. */
+		f->neighbour = ((((__u32)l4 ^ IPPROTO_ICMPV6_) - 1) >> 31) &
+			       icmpv6_is_neighbour_discovery(*(__u8 *)ports);
 	} else {
 		return false;
 	}

@@ -105,6 +105,12 @@ enum shaper_mode {
 #define SHAPER_SPARSE_MIN_BACKLOG_NS 1000000ull /* below 1 ms of backlog nobody needs to jump */
 #define SHAPER_SPARSE_ALLOWANCE_BYTES 3076u     /* early departures at most two frames ahead */
 
+/* How far past a horizon neighbour discovery still passes, in bytes at the level's rate
+ * (bpf/edt.h): one largest GSO packet, what the class's own traffic may overshoot, and as much
+ * again. A power of two: the datapath shifts by it. */
+#define SHAPER_NEIGHBOUR_SLACK_LOG2 17
+#define SHAPER_NEIGHBOUR_SLACK_BYTES (1u << SHAPER_NEIGHBOUR_SLACK_LOG2) /* 128 KiB */
+
 #define SHAPER_FAIR_EPOCH_NS 100000000ull     /* fair shares are measured over epochs of 100 ms */
 #define SHAPER_FAIR_EPOCH_MAX_NS 1000000000ull /* ...or longer with many flows, up to 1 s */
 

@@ -1,5 +1,5 @@
 // Test helper: frames for BPF_PROG_TEST_RUN (Ethernet, VLAN tags, IPv4/IPv6, IPv6 extension
-// headers, fragments, ports).
+// headers, fragments, ports, ICMP types, ARP).
 #pragma once
 
 #include <arpa/inet.h>
@@ -25,6 +25,8 @@ struct PacketSpec {
     // More IPv6 extension headers, in order, after hop-by-hop: 51 is AH (24 bytes: a 96-bit
     // ICV), any other type 8 bytes (PadN options).
     std::vector<uint8_t> ipv6_extensions;
+    uint8_t icmp_type = 0;  // ICMP or ICMPv6 (proto 1, 58): the message type
+    bool arp = false;       // an ARP request (ethertype 0x0806) from src for dst instead of IP
 };
 
 inline std::vector<uint8_t> build_frame(const PacketSpec& p)
@@ -39,7 +41,21 @@ inline std::vector<uint8_t> build_frame(const PacketSpec& p)
         put16(p.vlans[i]);
     }
     const bool v6 = p.src.find(':') != std::string::npos;
-    put16(v6 ? 0x86dd : 0x0800);
+    put16(p.arp ? 0x0806 : v6 ? 0x86dd : 0x0800);
+    if (p.arp) {
+        const uint8_t head[8] = {0, 1, 8, 0, 6, 4, 0, 1};  // Ethernet, IPv4, request
+        f.insert(f.end(), head, head + 8);
+        uint8_t addr[4];
+        f.insert(f.end(), 6, 0x02);
+        inet_pton(AF_INET, p.src.c_str(), addr);
+        f.insert(f.end(), addr, addr + 4);
+        f.insert(f.end(), 6, 0);
+        inet_pton(AF_INET, p.dst.c_str(), addr);
+        f.insert(f.end(), addr, addr + 4);
+        while (f.size() < 64)
+            f.push_back(0);
+        return f;
+    }
     const bool l4 = !p.later_fragment && (p.proto == 6 || p.proto == 17);
     const size_t l4_len = l4 ? 20 : 8;
     if (!v6) {
@@ -95,6 +111,8 @@ inline std::vector<uint8_t> build_frame(const PacketSpec& p)
         l4h[2] = uint8_t(p.dport >> 8), l4h[3] = uint8_t(p.dport);
         if (p.proto == 6)
             l4h[12] = 0x50;
+    } else if (!p.later_fragment && (p.proto == 1 || p.proto == 58)) {
+        l4h[0] = p.icmp_type;
     }
     f.insert(f.end(), l4h.begin(), l4h.end());
     while (f.size() < 64)

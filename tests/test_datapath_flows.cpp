@@ -1,13 +1,15 @@
-// Flow identity under colliding and churning flows, IPv6
+// Flow identity under colliding and churning flows, neighbour discovery under load, IPv6
 // extension headers: BPF_PROG_TEST_RUN with crafted packets on the host kernel.
 #include <arpa/inet.h>
 #include <bpf/bpf.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 
+#include <chrono>
 #include <cstring>
 #include <random>
 #include <set>
+#include <thread>
 
 #include "flow.h"
 #include "loader/class_config.h"
@@ -255,6 +257,90 @@ TEST_F(FlowsDatapath, BulkFlowsAtTheirShareAreNeverDroppedWhileFlowsChurn)
     EXPECT_EQ(c.drops_fair, 0u);
     EXPECT_EQ(c.fair_marks, 0u);
     EXPECT_GE(maps_->clock(1).fair_share_ns, kShare);
+}
+
+// Neighbour discovery and ARP: charged like any packet, never dropped by fair shares, CoDel or
+// the horizon, up to the slack past the horizon that only a flood of them reaches.
+const PacketSpec kArp{.src = "10.0.0.1", .dst = "10.0.0.2", .arp = true};
+const PacketSpec kNeighbourSolicitation{.src = "fe80::1", .dst = "ff02::1:ff00:2", .proto = 58,
+                                        .icmp_type = 135};
+const PacketSpec kEchoRequest{.src = "fe80::1", .dst = "fe80::2", .proto = 58, .icmp_type = 128};
+
+TEST_F(FlowsDatapath, NeighbourDiscoveryPassesBeyondTheHorizonAndIsCharged)
+{
+    // 800 kbit: a byte is 10 us; the slack (128 KiB) is 1.31 s past the 1 s horizon. The clock
+    // half a second past the horizon: as long for the test to run before it would not be.
+    add_class({.id = 1, .rate_bps = 800'000, .horizon_ns = kSec}, false, false, false);
+    shaper_class_clock clock{};
+    clock.tat_ns = now_ns() + 1500 * kMs;
+    maps_->write_clock(1, clock);
+    EXPECT_EQ(send({.proto = 17}, 100).action, kTcActShot) << "an ordinary packet is beyond the horizon";
+    EXPECT_EQ(send(kEchoRequest, 100).action, kTcActShot) << "an echo request is no neighbour discovery";
+    uint64_t tat = maps_->clock(1).tat_ns;
+    ASSERT_EQ(send(kArp, 100).action, kTcActOk);
+    EXPECT_EQ(maps_->clock(1).tat_ns, tat + kMs) << "charged";
+    tat += kMs;
+    // Stamped by the horizon (ARP is not: bpf_skb_set_tstamp takes IP packets only).
+    const uint64_t before = now_ns();
+    const Sent solicitation = send(kNeighbourSolicitation, 100);
+    ASSERT_EQ(solicitation.action, kTcActOk);
+    EXPECT_GE(solicitation.tstamp, before + kSec);
+    EXPECT_LE(solicitation.tstamp, now_ns() + kSec);
+    EXPECT_EQ(maps_->clock(1).tat_ns, tat + kMs) << "charged";
+    tat += kMs;
+    ClassCounters c = maps_->counters(1);
+    EXPECT_EQ(c.packets, 2u);
+    EXPECT_EQ(c.bytes, 200u);
+    EXPECT_EQ(c.drops_horizon, 2u);
+
+    // Police mode: the same, and nothing is stamped.
+    set_default_class(1, SHAPER_MODE_POLICE);
+    const Sent policed = send(kArp, 100);
+    EXPECT_EQ(policed.action, kTcActOk);
+    EXPECT_EQ(policed.tstamp, 0u);
+    EXPECT_EQ(maps_->clock(1).tat_ns, tat + kMs);
+
+    // A flood of them finds the clock past the slack: dropped there.
+    clock.tat_ns = now_ns() + kSec + (128 << 10) * 10'000ull + kSec;
+    maps_->write_clock(1, clock);
+    EXPECT_EQ(send(kArp, 100).action, kTcActShot);
+    EXPECT_EQ(send(kNeighbourSolicitation, 100).action, kTcActShot);
+}
+
+TEST_F(FlowsDatapath, NeighbourDiscoveryIsNeverDroppedForItsShare)
+{
+    // A share of 2 ms at 8 Mbit: a flow past twice that (and the allowance) is dropped.
+    add_class({.id = 1, .rate_bps = 8'000'000, .horizon_ns = 60 * kSec, .ecn = false}, false, false,
+              true);
+    backlogged_epoch(1, 10 * kSec, 2 * kMs, false);
+    for (int i = 0; i < 20; i++) {
+        ASSERT_EQ(send(kArp, 1000).action, kTcActOk) << "ARP " << i;
+        ASSERT_EQ(send(kNeighbourSolicitation, 1000).action, kTcActOk) << "solicitation " << i;
+    }
+    int dropped = 0;
+    for (int i = 0; i < 20; i++)
+        dropped += send({.proto = 17}, 1000).action == kTcActShot;
+    EXPECT_GT(dropped, 0) << "an ordinary flow as large is dropped";
+    const ClassCounters c = maps_->counters(1);
+    EXPECT_EQ(c.drops_fair, uint64_t(dropped));
+    EXPECT_EQ(c.packets, 40u + 20u - dropped);
+}
+
+TEST_F(FlowsDatapath, NeighbourDiscoveryIsNeverDroppedByCoDel)
+{
+    add_class({.id = 1, .rate_bps = 1'000'000'000, .horizon_ns = 10 * kSec, .ecn = false,
+               .aqm_target_ns = kMs, .aqm_interval_ns = 20 * kMs},
+              true, false, false);
+    shaper_class_clock clock{};
+    clock.tat_ns = now_ns() + 5 * kSec;
+    maps_->write_clock(1, clock);
+    ASSERT_EQ(send({.proto = 17}, 100).action, kTcActOk);  // the delay goes above target
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    // An interval later CoDel acts on the next packet it sees: never a neighbour packet.
+    EXPECT_EQ(send(kArp, 100).action, kTcActOk);
+    EXPECT_EQ(send(kNeighbourSolicitation, 100).action, kTcActOk);
+    EXPECT_EQ(send({.proto = 17}, 100).action, kTcActShot);
+    EXPECT_EQ(maps_->counters(1).drops_aqm, 1u);
 }
 
 // Classification of crafted packets: IPv6 extension headers.
