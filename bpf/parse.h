@@ -6,6 +6,7 @@
 #include "vmlinux.h"
 #include <bpf/bpf_endian.h>
 #include <bpf/bpf_helpers.h>
+#include "shaper_abi.h"
 
 #define ETH_P_IP_ 0x0800
 #define ETH_P_IPV6_ 0x86DD
@@ -25,7 +26,13 @@
  * reserved 255): no transport header was found, so no port is read. */
 #define PARSE_PROTO_UNKNOWN 255
 
-/* Set by the loader: bytes before the network header (14 on Ethernet, 0 on an L3 device). */
+/*
+ * Set by the loader from the device type: bytes before the network header. 14 on Ethernet and
+ * loopback; 0 where packets start at it (tun, WireGuard, PPP, IP-in-IP); on any other device
+ * (IPoIB, a GRE device without a remote, whose headers the kernel pushes before egress)
+ * SHAPER_L2_AT_NETWORK_HEADER: headers are read relative to the kernel's network header, and
+ * the protocol is skb->protocol.
+ */
 const volatile __u32 l2_header_len = 14;
 
 /* Headers lie within this many bytes of the frame's start, or are read through the helper. */
@@ -39,6 +46,8 @@ const volatile __u32 l2_header_len = 14;
  */
 static __always_inline int parse_load(struct __sk_buff *skb, __u32 off, void *to, __u32 len)
 {
+	if (l2_header_len == SHAPER_L2_AT_NETWORK_HEADER)
+		return bpf_skb_load_bytes_relative(skb, off, to, len, BPF_HDR_START_NET);
 	void *data = (void *)(long)skb->data, *data_end = (void *)(long)skb->data_end;
 
 	if (off <= PARSE_MAX_DIRECT_OFF && data + off + len <= data_end) {
@@ -176,9 +185,11 @@ __noinline int parse_headers(struct __sk_buff *skb, struct packet_fields *f)
 	__u32 off = l2_header_len;
 	__u16 proto = bpf_ntohs(skb->protocol);
 
+	if (l2_header_len == SHAPER_L2_AT_NETWORK_HEADER)
+		off = 0;
 	if (skb->vlan_present)
 		f->vlan = skb->vlan_tci & 0x0fff;
-	if (l2_header_len >= 14) {
+	if (l2_header_len == 14) {
 		__be16 ethertype;
 
 		if (parse_load(skb, 12, &ethertype, sizeof(ethertype)))
@@ -207,8 +218,8 @@ __noinline int parse_headers(struct __sk_buff *skb, struct packet_fields *f)
 }
 
 /*
- * The packet nearly every host sends, parsed inline: untagged Ethernet (or an L3 device),
- * IPv4 without options or IPv6 without extension headers, not a later fragment, its headers
+ * The packet nearly every host sends, parsed inline: untagged Ethernet (or a device without L2
+ * header), IPv4 without options or IPv6 without extension headers, not a later fragment, its headers
  * and ports in the linear data. Any other shape is left to parse_headers (false, *f untouched).
  * Inline because calling parse_headers costs more than parsing this shape (a call and a return,
  * and the return goes through a mitigation thunk on many CPUs); its few branches add little

@@ -58,6 +58,12 @@
  */
 #define SHAPER_FOREIGN_TSTAMP_MAX_NS (1ull << 40)
 
+/*
+ * The loader's l2_header_len (bpf/parse.h) for a device whose L2 header length it cannot name:
+ * the datapath reads headers relative to the kernel's network header instead.
+ */
+#define SHAPER_L2_AT_NETWORK_HEADER 0xffffffffu
+
 /* Fixed point of the per-byte clock advance: ns_per_byte_fp = 2^32 * 8e9 / rate_bps. */
 #define SHAPER_NS_FRAC_BITS 32
 

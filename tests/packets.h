@@ -27,21 +27,23 @@ struct PacketSpec {
     std::vector<uint8_t> ipv6_extensions;
     uint8_t icmp_type = 0;  // ICMP or ICMPv6 (proto 1, 58): the message type
     bool arp = false;       // an ARP request (ethertype 0x0806) from src for dst instead of IP
+    bool l2 = true;         // false: the frame starts at the network header (tun, WireGuard)
 };
 
 inline std::vector<uint8_t> build_frame(const PacketSpec& p)
 {
-    std::vector<uint8_t> f(12, 0);  // MAC addresses
+    std::vector<uint8_t> f(p.l2 ? 12 : 0, 0);  // MAC addresses
     auto put16 = [&](uint16_t v) {
         f.push_back(uint8_t(v >> 8));
         f.push_back(uint8_t(v));
     };
-    for (size_t i = 0; i < p.vlans.size(); i++) {
+    for (size_t i = 0; p.l2 && i < p.vlans.size(); i++) {
         put16(i == 0 && p.vlans.size() > 1 ? 0x88a8 : 0x8100);
         put16(p.vlans[i]);
     }
     const bool v6 = p.src.find(':') != std::string::npos;
-    put16(p.arp ? 0x0806 : v6 ? 0x86dd : 0x0800);
+    if (p.l2)
+        put16(p.arp ? 0x0806 : v6 ? 0x86dd : 0x0800);
     if (p.arp) {
         const uint8_t head[8] = {0, 1, 8, 0, 6, 4, 0, 1};  // Ethernet, IPv4, request
         f.insert(f.end(), head, head + 8);

@@ -1,26 +1,37 @@
 // Flow identity under colliding and churning flows, neighbour discovery under load, IPv6
-// extension headers: BPF_PROG_TEST_RUN with crafted packets on the host kernel.
+// extension headers and devices without an Ethernet header: BPF_PROG_TEST_RUN with crafted
+// packets on the host kernel, and real devices (tun, loopback, GRE) in a throw-away namespace.
 #include <arpa/inet.h>
 #include <bpf/bpf.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <linux/if_tun.h>
+#include <net/if.h>
 #include <netinet/in.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstring>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <set>
 #include <thread>
 
 #include "flow.h"
 #include "loader/class_config.h"
+#include "loader/fd.h"
 #include "loader/maps.h"
 #include "loader/program.h"
 #include "loader/rules.h"
 #include "packets.h"
 #include "rule_args.h"
+#include "shaperctl_process.h"
 
 using namespace shaperctl;
 using namespace shaperctl::test;
+using nlohmann::json;
 
 namespace {
 
@@ -343,7 +354,8 @@ TEST_F(FlowsDatapath, NeighbourDiscoveryIsNeverDroppedByCoDel)
     EXPECT_EQ(maps_->counters(1).drops_aqm, 1u);
 }
 
-// Classification of crafted packets: IPv6 extension headers.
+// Classification of crafted packets: IPv6 extension headers, and devices without an Ethernet
+// header.
 class Classify : public FlowsDatapath {
 protected:
     void SetUp() override { reload({}); }
@@ -411,6 +423,150 @@ TEST_F(Classify, Ipv6PastTheExtensionLimitNoExtensionIsTakenForTheTransport)
     rule(5, 1, {.proto = "255"});
     EXPECT_EQ(class_of(p), 1u) << "reported as protocol 255";
     EXPECT_EQ(class_of(later), 1u);
+}
+
+// Devices whose packets start at the network header (tun, WireGuard), through a test run. The
+// kernel's harness takes the first 14 bytes for an Ethernet header and the protocol from bytes
+// 12-13, here the source address's: 8.0.x.x reads as IPv4, 2001:db8:86dd:: as IPv6.
+TEST_F(Classify, PacketsStartingAtTheNetworkHeader)
+{
+    reload({.l2_header_len = 0});
+    rule(10, 2, {.dst = "10.9.0.2", .proto = "udp", .dport = "5001"});
+    rule(20, 3, {.dst = "fd09::2", .proto = "udp", .dport = "5002"});
+    EXPECT_EQ(class_of({.src = "8.0.0.1", .dst = "10.9.0.2", .proto = 17, .dport = 5001, .l2 = false}), 2u);
+    EXPECT_EQ(class_of({.src = "2001:db8:86dd::1", .dst = "fd09::2", .proto = 17, .dport = 5002, .l2 = false}),
+              3u);
+    EXPECT_EQ(class_of({.src = "8.0.0.1", .dst = "10.9.0.2", .proto = 17, .dport = 5009, .l2 = false}), 0u);
+}
+
+// Any other device type: headers are read relative to the kernel's network header (the harness
+// sets it after 14 bytes), whatever lies before it.
+TEST_F(Classify, PacketsReadFromTheNetworkHeader)
+{
+    reload({.l2_header_len = SHAPER_L2_AT_NETWORK_HEADER});
+    rule(10, 2, {.dst = "10.9.0.2", .proto = "udp", .dport = "5001"});
+    rule(20, 3, {.dst = "fd09::2", .proto = "tcp", .dport = "443"});
+    EXPECT_EQ(class_of({.dst = "10.9.0.2", .proto = 17, .dport = 5001}), 2u);
+    EXPECT_EQ(class_of({.src = "fd09::1", .dst = "fd09::2", .dport = 443, .ipv6_extensions = {51}}), 3u);
+    EXPECT_EQ(class_of({.dst = "10.9.0.3", .proto = 17, .dport = 5001}), 0u);
+}
+
+// Real devices in a namespace, shaperctl run as an operator would, in police mode (the host
+// kernel has no sch_fq): rules by address and port must see the packets sent through each.
+class Devices : public DeviceTest {
+protected:
+    // Detaches the device when the test ends, whatever it asserted.
+    struct Attached {
+        Devices* test;
+        std::string dev;
+        ~Attached() { test->sh("detach --dev " + dev); }
+    };
+
+    // Attaches police mode; rule i sends to class i + 1.
+    void shape(const std::string& dev, const std::vector<std::string>& rules)
+    {
+        ok("attach --dev " + dev + " --mode police");
+        for (size_t i = 0; i < rules.size(); i++) {
+            const std::string id = std::to_string(i + 1);
+            ok("add-class --dev " + dev + " --id " + id + " --rate 1gbit");
+            ok("add-rule --dev " + dev + " --class " + id + " --pref " + id + "0 " + rules[i]);
+        }
+    }
+
+    // UDP datagrams from this thread's namespace.
+    static void send_udp(const std::string& address, uint16_t port, int count)
+    {
+        const bool v6 = address.find(':') != std::string::npos;
+        Fd sock(socket(v6 ? AF_INET6 : AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+        ASSERT_TRUE(sock) << strerror(errno);
+        sockaddr_in in{};
+        sockaddr_in6 in6{};
+        in.sin_family = AF_INET;
+        in.sin_port = htons(port);
+        in6.sin6_family = AF_INET6;
+        in6.sin6_port = htons(port);
+        ASSERT_EQ(inet_pton(v6 ? AF_INET6 : AF_INET, address.c_str(),
+                            v6 ? static_cast<void*>(&in6.sin6_addr) : &in.sin_addr),
+                  1);
+        const sockaddr* to = v6 ? reinterpret_cast<sockaddr*>(&in6) : reinterpret_cast<sockaddr*>(&in);
+        for (int i = 0; i < count; i++)
+            ASSERT_EQ(sendto(sock.get(), "shaperctl", 9, 0, to, v6 ? sizeof in6 : sizeof in), 9)
+                << address << ": " << strerror(errno);
+    }
+
+    // Rules for UDP to `v4` port `port` and to `v6` (unless "") port + 1, then three and two
+    // datagrams sent: each rule, and its class, must see its own.
+    void expect_rules_see_udp(const std::string& dev, const std::string& v4, const std::string& v6,
+                              uint16_t port)
+    {
+        std::vector<std::string> rules{"--dst " + v4 + " --proto udp --dport " + std::to_string(port)};
+        if (!v6.empty())
+            rules.push_back("--dst " + v6 + " --proto udp --dport " + std::to_string(port + 1));
+        shape(dev, rules);
+        send_udp(v4, port, 3);
+        if (!v6.empty())
+            send_udp(v6, uint16_t(port + 1), 2);
+        expect_hits(dev, v6.empty() ? std::vector<uint64_t>{3} : std::vector<uint64_t>{3, 2});
+    }
+
+    // Each rule's hits, in pref order, and its class charged as many packets.
+    void expect_hits(const std::string& dev, const std::vector<uint64_t>& hits)
+    {
+        Outcome o = sh("status --dev " + dev + " --json --sample 0");
+        ASSERT_EQ(o.status, 0) << o.err;
+        const json st = json::parse(o.out);
+        ASSERT_EQ(st["rules"].size(), hits.size()) << o.out;
+        for (size_t i = 0; i < hits.size(); i++) {
+            EXPECT_EQ(st["rules"][i]["packets"], hits[i]) << st["rules"][i]["match"];
+            EXPECT_EQ(st["classes"][i]["packets"], hits[i]) << "class " << st["classes"][i]["id"];
+        }
+    }
+};
+
+TEST_F(Devices, TunPacketsStartAtTheNetworkHeader)
+{
+    if (run(ip_tool() + " -n " + ns_->name() + " tuntap add mode tun dev tn0").status != 0)
+        GTEST_SKIP() << "this kernel has no tun devices (tun)";
+    // Held open by the test, so the device has carrier and the packets go all the way through.
+    Fd tun(open("/dev/net/tun", O_RDWR | O_CLOEXEC | O_NONBLOCK));
+    ASSERT_TRUE(tun) << "/dev/net/tun: " << strerror(errno);
+    ifreq ifr{};
+    std::strncpy(ifr.ifr_name, "tn0", IFNAMSIZ - 1);
+    ifr.ifr_flags = IFF_TUN | IFF_NO_PI;
+    ASSERT_EQ(ioctl(tun.get(), TUNSETIFF, &ifr), 0) << strerror(errno);
+    ns_->ip("addr add 10.9.0.1/24 dev tn0");
+    ns_->ip("-6 addr add fd09::1/64 dev tn0 nodad");
+    ns_->ip("link set tn0 up");
+    Attached attached{this, "tn0"};
+    expect_rules_see_udp("tn0", "10.9.0.2", "fd09::2", 5001);
+    // And they reached the other end of the tun device as IP packets.
+    int read_back = 0;
+    char packet[2048];
+    for (ssize_t n; (n = read(tun.get(), packet, sizeof packet)) > 0;)
+        read_back += ((packet[0] >> 4) == 4 && packet[9] == 17) || ((packet[0] >> 4) == 6 && packet[6] == 17);
+    EXPECT_EQ(read_back, 5);
+}
+
+// Loopback frames carry an Ethernet header (ARPHRD_LOOPBACK, not ARPHRD_ETHER).
+TEST_F(Devices, LoopbackFramesCarryAnEthernetHeader)
+{
+    ns_->ip("link set lo up");
+    Attached attached{this, "lo"};
+    expect_rules_see_udp("lo", "127.0.0.1", "::1", 5003);
+}
+
+// A GRE device without a remote builds the outer IP and GRE headers before egress (its
+// "link-layer" header): the rule must see the inner packet.
+TEST_F(Devices, GreWithoutARemoteIsReadFromTheNetworkHeader)
+{
+    ns_->ip("addr add 10.8.0.1/24 dev sh0");
+    if (run(ip_tool() + " -n " + ns_->name() + " tunnel add gr0 mode gre local 10.8.0.1 ttl 64").status != 0)
+        GTEST_SKIP() << "this kernel has no GRE tunnels (ip_gre)";
+    ns_->ip("link set gr0 up");
+    ns_->ip("addr add 10.10.0.1/24 dev gr0");
+    ns_->ip("neigh add 10.10.0.2 lladdr 10.8.0.2 dev gr0 nud permanent");
+    Attached attached{this, "gr0"};
+    expect_rules_see_udp("gr0", "10.10.0.2", "", 5005);
 }
 
 }  // namespace
