@@ -16,6 +16,17 @@
  * of its own class's backlog, never ahead of an ancestor's departure for it: ancestors have no
  * allowance, so each keeps its bound exactly.
  *
+ * Neighbour discovery (ARP; ICMPv6 router and neighbour discovery, types 133-137) must get
+ * through however loaded the class is, or every flow to that neighbour stalls: fair shares and
+ * CoDel never drop it, and a horizon lets it past while every level's departure stands within
+ * that horizon plus SHAPER_NEIGHBOUR_SLACK_BYTES (128 KiB) at the level's rate. It is charged like
+ * any packet and leaves by its class's horizon at the latest (ARP at once where the kernel stamps
+ * with bpf_skb_set_tstamp, which takes IP packets only). The class's own traffic overshoots a
+ * horizon by one packet at most (64 KiB with GSO), so only a flood of neighbour packets finds
+ * the clock further on, and is dropped there. Leaving early, neighbour packets may take what a
+ * policer of the same horizon would: over any interval T a level releases at most
+ * burst + rate * (T + horizon) + 128 KiB.
+ *
  * Concurrency: the clock only moves through atomics. Once tat >= now it can only grow, so a
  * fetch-and-add is exact; the jump from an idle clock to now is a compare-and-swap. No charge
  * is lost or doubled. Sub-ns remainders are rounded per CPU (charge.h), with no atomic. The
@@ -133,6 +144,26 @@ __noinline int edt_horizon_drop(__u32 id, __u32 charged, __u32 rounded_up, __u32
 			break;
 	}
 	return 0;
+
+/*
+ * 1 for ARP and IPv6 neighbour discovery, else 0, without a branch (each would be one more state
+ * for the verifier to carry through both passes). ARP is known by its protocol even unparsed.
+ */
+static __always_inline __u64 edt_neighbour(struct __sk_buff *skb, const struct packet_view *view)
+{
+	__u32 not_arp = skb->protocol ^ bpf_htons(ETH_P_ARP_);
+
+	return ((not_arp - 1) >> 31) | view->fields.neighbour;
+}
+
+/* The latest departure a level accepts: its horizon, plus for neighbour discovery (mask all
+ * ones) the slack at the level's rate, 2^17 bytes of ns_per_byte_fp's 2^-32 ns. */
+static __always_inline __u64 edt_horizon(const struct shaper_class_config *cfg, __u64 now,
+					 __u64 neighbour_mask)
+{
+	return now + cfg->horizon_ns +
+	       ((cfg->ns_per_byte_fp >> (SHAPER_NS_FRAC_BITS - SHAPER_NEIGHBOUR_SLACK_LOG2)) &
+		neighbour_mask);
 }
 
 /* Shapes a packet of class `class_id`. */
@@ -146,7 +177,9 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 	struct shaper_class_clock *leaf_clock = NULL;
 	__u64 sparse_leave = 0; /* set: the packet's flow is sparse, and it leaves then */
 	struct shaper_flow *flow = NULL;
-	__u64 flow_owner = 0;
+	/* All ones for neighbour discovery: it may pass its horizons by the slack. */
+	const __u64 neighbour = edt_neighbour(skb, pkt->view);
+	const __u64 neighbour_mask = -neighbour;
 
 	/* The leaf's counters, fetched now and used by every count below: pass 2 writes them after
 	 * the clock's atomic, which orders every later load behind it, so a cold entry would be a
@@ -170,7 +203,7 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 		__u64 tat = *(volatile __u64 *)&clk->tat_ns;
 		__u64 dep = edt_departure(tat, cfg->burst_ns, pkt->now);
 
-		if (dep > pkt->now + cfg->horizon_ns)
+		if (dep > edt_horizon(cfg, pkt->now, neighbour_mask))
 			beyond = true;
 		if (dep > estimate)
 			estimate = dep;
@@ -199,14 +232,14 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 	 * backlogged class makes anyone wait. A bulk flow's packet counts toward its fair share. */
 	if (pkt->aqm && (leaf->flags & (SHAPER_CLASS_SPARSE | SHAPER_CLASS_FAIR)) &&
 	    estimate > pkt->now + SHAPER_SPARSE_MIN_BACKLOG_NS) {
-		flow = flow_slot(skb, pkt->view, class_id, &flow_owner);
+		flow = flow_slot(skb, pkt->view, class_id, pkt->now);
 		/* Only the leaf's own backlog may be jumped: behind an ancestor's there is no gain. */
 		if ((leaf->flags & SHAPER_CLASS_SPARSE) && leaf_departure == estimate)
-			sparse_leave = sparse_departure(flow, flow_owner, leaf, leaf_clock, cost_ns + 1,
-							pkt->now, estimate);
-		if (!sparse_leave && flow && (leaf->flags & SHAPER_CLASS_FAIR)) {
-			enum congestion_verdict v = fair_decide(skb, flow, flow_owner, leaf, leaf_clock,
-								cost_ns, estimate - pkt->now, pkt->now);
+			sparse_leave = sparse_departure(flow, leaf, leaf_clock, cost_ns + 1, pkt->now,
+							estimate);
+		if (!sparse_leave && flow && (leaf->flags & SHAPER_CLASS_FAIR) && !neighbour) {
+			enum congestion_verdict v = fair_decide(skb, flow, leaf, leaf_clock, cost_ns,
+								estimate - pkt->now, pkt->now);
 
 			stats_congestion(leaf_stats, v, CAUSE_FAIR);
 			if (v == CONGESTION_DROP)
@@ -216,7 +249,7 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 
 	/* CoDel on the delay this packet would wait; a dropped packet is charged nowhere. A sparse
 	 * packet waits for no backlog and tells CoDel nothing. */
-	if (pkt->aqm && !sparse_leave) {
+	if (pkt->aqm && !sparse_leave && !neighbour) {
 		enum congestion_verdict v = aqm_decide(skb, class_id, leaf, estimate - pkt->now, pkt->now);
 
 		stats_congestion(leaf_stats, v, CAUSE_AQM);
@@ -255,7 +288,7 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 		/* Without branches, so that they add no verifier paths: */
 		charged = charged << 1 | 1;
 		rounded_up |= (__u32)(charge - whole) << i;
-		if (dep > pkt->now + cfg->horizon_ns) {
+		if (dep > edt_horizon(cfg, pkt->now, neighbour_mask)) {
 			refused = true;
 			break;
 		}
@@ -278,9 +311,16 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 			leaf_stats->sparse++;
 		latest = sparse_leave > above ? sparse_leave : above;
 	}
+	/* Neighbour discovery leaves by its class's horizon at the latest (sch_fq's is no shorter):
+	 * the smaller of the two, picked without a branch, as `neighbour` was. */
+	const __u64 cap = pkt->now + leaf->horizon_ns;
+	const __u64 over = latest - cap;
+	const __u64 capped = cap + (over & (__u64)((__s64)over >> 63));
+
+	latest -= (latest - capped) & neighbour_mask;
 	latest = honour_own_departure(skb, latest, pkt->now);
 	if (flow)
-		sparse_record(flow, flow_owner, latest); /* the departure stamped, TCP's own included */
+		sparse_record(flow, latest); /* the departure stamped, TCP's own included */
 	*departure = latest;
 	return EDT_SEND;
 }

@@ -5,11 +5,14 @@
  * the others. Reordering the FIFO would break the class's exact bound, so fairness acts on
  * admission instead, the way approximate fair dropping does in switches:
  *
- *  - time is cut into epochs; in each, the class counts the bulk flows that sent (the flow table
- *    remembers which epoch it last counted a flow in), and at its end the share is the class
- *    time charged in it divided by that count. An epoch lasts 100 ms, or long enough for a share
- *    of sixteen frames when there are many flows (up to 1 s): shares of a packet or two would
- *    make every flow look unfair by chance;
+ *  - time is cut into epochs; in each, the class counts its bulk flows, and at its end the share
+ *    is the class time charged in it divided by that count. A flow is a bulk flow of the epoch
+ *    once it has asked for more than the sparse allowance (two frames) in it: one-packet flows
+ *    (port churn, DNS) would otherwise shrink the share of the flows that do send. It is counted
+ *    through its way of the flow table (bpf/flow.h), at most once per epoch whichever flows hold
+ *    the way in turn. An epoch lasts 100 ms, or long enough for a share of sixteen frames when
+ *    there are many flows (up to 1 s): shares of a packet or two would make every flow look
+ *    unfair by chance;
  *  - each flow adds up the class time it is charged in the current epoch; once it exceeds the
  *    last epoch's share by an eighth (plus a frame), the flow is above its share: one packet
  *    is CE-marked (ECN-capable, ECN on) or dropped, at most once per epoch per flow. A flow past
@@ -18,7 +21,14 @@
  *    and backing flows off would only leave the class idle.
  *
  * A flow at or below the share is never touched; TCP flows above it back off until they are at
- * it. Sparse packets are neither counted nor acted on. A dropped packet is charged nowhere.
+ * it. Sparse packets, and flows that have asked for no more than the allowance, are neither
+ * counted nor acted on. A dropped packet is charged nowhere.
+ *
+ * Bound on the count: each count stands for a flow that asked for more than the allowance in
+ * the epoch, so the count times the allowance stays below the class time asked; and a bucket's
+ * two ways count at most twice, and no more often than distinct flows of the class sent into it
+ * (unless flows of another class hold a way in between: then once per turn). Colliding flows
+ * and port churn can no longer inflate the count and shrink the share of the flows that send.
  */
 #ifndef SHAPER_FAIR_H
 #define SHAPER_FAIR_H
@@ -57,7 +67,7 @@ static __always_inline void fair_roll_epoch(struct shaper_class_clock *clk,
 /* Counts a bulk packet of `flow` (cost_ns of class time) and says whether its flow is above its
  * share. `delay` is the class backlog the packet would wait behind. */
 static __always_inline enum congestion_verdict fair_decide(struct __sk_buff *skb, struct shaper_flow *flow,
-						     __u64 owner, const struct shaper_class_config *cfg,
+						     const struct shaper_class_config *cfg,
 						     struct shaper_class_clock *clk, __u64 cost_ns,
 						     __u64 delay, __u64 now)
 {
@@ -65,19 +75,21 @@ static __always_inline enum congestion_verdict fair_decide(struct __sk_buff *skb
 
 	__u32 epoch = *(volatile __u32 *)&clk->fair_epoch;
 
-	if (flow->owner != owner) { /* the slot's new flow */
-		flow->owner = owner;
-		flow->fair_acted_epoch = epoch - 1;
-		flow->fair_epoch = epoch - 1;
-	}
 	if (flow->fair_epoch != epoch) {
 		flow->fair_epoch = epoch;
 		flow->fair_charged_ns = 0;
-		__sync_fetch_and_add(&clk->fair_flows, 1);
 	}
 	__u64 charged = flow->fair_charged_ns + cost_ns;
 
 	flow->fair_charged_ns = charged < 0xffffffffull ? charged : 0xffffffffull;
+	if (charged <= cfg->sparse_allowance_ns)
+		return CONGESTION_PASS; /* not a bulk flow (yet) */
+	/* Once per way and epoch; the compare-and-swap keeps two CPUs from both counting it. */
+	__u32 counted = flow->fair_counted_epoch;
+
+	if (counted != epoch &&
+	    __sync_val_compare_and_swap(&flow->fair_counted_epoch, counted, epoch) == counted)
+		__sync_fetch_and_add(&clk->fair_flows, 1);
 
 	__u64 share = clk->fair_share_ns;
 

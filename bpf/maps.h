@@ -53,10 +53,10 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } shaper_class_aqm SEC(".maps");
 
-/* An array, not a hash: its lookup is a few inlined instructions (see bpf/sparse.h). */
+/* An array, not a hash: its lookup is a few inlined instructions (see bpf/flow.h). */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, SHAPER_FLOW_SLOTS);
+	__uint(max_entries, 2 * SHAPER_FLOW_BUCKETS);
 	__type(key, __u32);
 	__type(value, struct shaper_flow);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);

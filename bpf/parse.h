@@ -6,19 +6,33 @@
 #include "vmlinux.h"
 #include <bpf/bpf_endian.h>
 #include <bpf/bpf_helpers.h>
+#include "shaper_abi.h"
 
 #define ETH_P_IP_ 0x0800
 #define ETH_P_IPV6_ 0x86DD
 #define ETH_P_8021Q_ 0x8100
 #define ETH_P_8021AD_ 0x88A8
+#define ETH_P_ARP_ 0x0806
 #define IPPROTO_HOPOPTS_ 0
 #define IPPROTO_ROUTING_ 43
 #define IPPROTO_FRAGMENT_ 44
+#define IPPROTO_AH_ 51
+#define IPPROTO_ICMPV6_ 58
 #define IPPROTO_DSTOPTS_ 60
 #define PARSE_MAX_VLAN_TAGS 2
-#define PARSE_MAX_IPV6_EXT 4
+/* RFC 8200's order: hop-by-hop, destination, routing, fragment, AH, destination options. */
+#define PARSE_MAX_IPV6_EXT 6
+/* The protocol of an IPv6 packet whose extension headers go on past PARSE_MAX_IPV6_EXT (IANA's
+ * reserved 255): no transport header was found, so no port is read. */
+#define PARSE_PROTO_UNKNOWN 255
 
-/* Set by the loader: bytes before the network header (14 on Ethernet, 0 on an L3 device). */
+/*
+ * Set by the loader from the device type: bytes before the network header. 14 on Ethernet and
+ * loopback; 0 where packets start at it (tun, WireGuard, PPP, IP-in-IP); on any other device
+ * (IPoIB, a GRE device without a remote, whose headers the kernel pushes before egress)
+ * SHAPER_L2_AT_NETWORK_HEADER: headers are read relative to the kernel's network header, and
+ * the protocol is skb->protocol.
+ */
 const volatile __u32 l2_header_len = 14;
 
 /* Headers lie within this many bytes of the frame's start, or are read through the helper. */
@@ -32,6 +46,8 @@ const volatile __u32 l2_header_len = 14;
  */
 static __always_inline int parse_load(struct __sk_buff *skb, __u32 off, void *to, __u32 len)
 {
+	if (l2_header_len == SHAPER_L2_AT_NETWORK_HEADER)
+		return bpf_skb_load_bytes_relative(skb, off, to, len, BPF_HDR_START_NET);
 	void *data = (void *)(long)skb->data, *data_end = (void *)(long)skb->data_end;
 
 	if (off <= PARSE_MAX_DIRECT_OFF && data + off + len <= data_end) {
@@ -54,12 +70,33 @@ struct packet_fields {
 	__u8 has_ports; /* TCP, UDP or SCTP, and not a later fragment */
 	__u16 vlan;     /* outermost VLAN id (accelerated tag first), 0 when untagged */
 	__u16 sport, dport; /* 0 when the packet has no ports */
+	__u8 neighbour; /* ARP, or IPv6 neighbour or router discovery (ICMPv6 133-137) */
 	__u32 src[4], dst[4]; /* network order; IPv4 in [0] */
 };
 
 static __always_inline bool proto_has_ports(__u8 proto)
 {
 	return proto == 6 || proto == 17 || proto == 132;
+}
+
+/* The extension headers walked, as bits of a mask: tested without a branch per type (each
+ * would be one more verifier state per header walked). */
+#define IPV6_EXTENSIONS                                                                        \
+	(1ull << IPPROTO_HOPOPTS_ | 1ull << IPPROTO_ROUTING_ | 1ull << IPPROTO_FRAGMENT_ |     \
+	 1ull << IPPROTO_AH_ | 1ull << IPPROTO_DSTOPTS_)
+
+static __always_inline __u32 ipv6_is_extension(__u8 next)
+{
+	__u32 below_64 = (((__u32)next >> 6) - 1) >> 31;
+
+	return (__u32)(IPV6_EXTENSIONS >> (next & 63)) & below_64;
+}
+
+/* 1 for ICMPv6 router solicitation and advertisement, neighbour solicitation and
+ * advertisement, redirect (types 133-137), else 0, without a branch. */
+static __always_inline __u32 icmpv6_is_neighbour_discovery(__u8 type)
+{
+	return ((__u32)(__u8)(type - 133) - 5) >> 31;
 }
 
 static __always_inline void parse_ports(struct __sk_buff *skb, __u32 off, struct packet_fields *f)
@@ -106,23 +143,40 @@ static __always_inline void parse_ipv6(struct __sk_buff *skb, __u32 off, struct 
 	for (int i = 0; i < PARSE_MAX_IPV6_EXT; i++) {
 		__u8 ext[8];
 
-		if (next != IPPROTO_HOPOPTS_ && next != IPPROTO_ROUTING_ && next != IPPROTO_DSTOPTS_ &&
-		    next != IPPROTO_FRAGMENT_)
+		if (!ipv6_is_extension(next))
 			break;
 		if (parse_load(skb, off, ext, sizeof(ext)))
 			return;
 		if (next == IPPROTO_FRAGMENT_) {
 			next = ext[0];
-			f->proto = next;
-			if ((((__u16)ext[2] << 8) | ext[3]) & 0xfff8)
-				return; /* a later fragment */
+			if ((((__u16)ext[2] << 8) | ext[3]) & 0xfff8) {
+				/* A later fragment: what follows is not the transport header. */
+				f->proto = ipv6_is_extension(next) ? PARSE_PROTO_UNKNOWN : next;
+				return;
+			}
 			off += 8;
 		} else {
+			/* AH counts its length in 4-byte words less two, the others in 8 bytes less one
+			 * (picked without a branch: one verifier state per header walked). */
+			__u32 words8 = ((__u32)ext[1] + 1) * 8, words4 = ((__u32)ext[1] + 2) * 4;
+			__u32 is_ah = (((__u32)next ^ IPPROTO_AH_) - 1) >> 31;
+
+			off += words8 + ((words4 - words8) & -is_ah);
 			next = ext[0];
-			off += ((__u32)ext[1] + 1) * 8;
 		}
 	}
+	if (ipv6_is_extension(next)) {
+		f->proto = PARSE_PROTO_UNKNOWN; /* more extension headers than walked */
+		return;
+	}
 	f->proto = next;
+	if (next == IPPROTO_ICMPV6_) {
+		__u8 type;
+
+		if (!parse_load(skb, off, &type, sizeof(type)))
+			f->neighbour = icmpv6_is_neighbour_discovery(type);
+		return;
+	}
 	parse_ports(skb, off, f);
 }
 
@@ -137,9 +191,11 @@ __noinline int parse_headers(struct __sk_buff *skb, struct packet_fields *f)
 	__u32 off = l2_header_len;
 	__u16 proto = bpf_ntohs(skb->protocol);
 
+	if (l2_header_len == SHAPER_L2_AT_NETWORK_HEADER)
+		off = 0;
 	if (skb->vlan_present)
 		f->vlan = skb->vlan_tci & 0x0fff;
-	if (l2_header_len >= 14) {
+	if (l2_header_len == 14) {
 		__be16 ethertype;
 
 		if (parse_load(skb, 12, &ethertype, sizeof(ethertype)))
@@ -162,12 +218,14 @@ __noinline int parse_headers(struct __sk_buff *skb, struct packet_fields *f)
 		parse_ipv4(skb, off, f);
 	else if (proto == ETH_P_IPV6_)
 		parse_ipv6(skb, off, f);
+	else if (proto == ETH_P_ARP_)
+		f->neighbour = 1;
 	return 0;
 }
 
 /*
- * The packet nearly every host sends, parsed inline: untagged Ethernet (or an L3 device),
- * IPv4 without options or IPv6 without extension headers, not a later fragment, its headers
+ * The packet nearly every host sends, parsed inline: untagged Ethernet (or a device without L2
+ * header), IPv4 without options or IPv6 without extension headers, not a later fragment, its headers
  * and ports in the linear data. Any other shape is left to parse_headers (false, *f untouched).
  * Inline because calling parse_headers costs more than parsing this shape (a call and a return,
  * and the return goes through a mitigation thunk on many CPUs); its few branches add little
@@ -212,8 +270,7 @@ static __always_inline bool parse_common(struct __sk_buff *skb, struct packet_fi
 		if ((void *)(ports + 2) > data_end)
 			return false;
 		l4 = ip6->nexthdr;
-		if (l4 == IPPROTO_HOPOPTS_ || l4 == IPPROTO_ROUTING_ || l4 == IPPROTO_DSTOPTS_ ||
-		    l4 == IPPROTO_FRAGMENT_)
+		if (ipv6_is_extension(l4))
 			return false;
 		f->family = 6;
 		f->dscp = (bpf_ntohl(words[0]) >> 22) & 0x3f;
@@ -225,6 +282,9 @@ static __always_inline bool parse_common(struct __sk_buff *skb, struct packet_fi
 		f->dst[1] = words[7];
 		f->dst[2] = words[8];
 		f->dst[3] = words[9];
+		/* Without a branch, as below: ICMPv6, and neighbour discovery. */
+		f->neighbour = ((((__u32)l4 ^ IPPROTO_ICMPV6_) - 1) >> 31) &
+			       icmpv6_is_neighbour_discovery(*(__u8 *)ports);
 	} else {
 		return false;
 	}
@@ -254,7 +314,7 @@ static __always_inline void parse_packet(struct __sk_buff *skb, struct packet_fi
  */
 struct packet_view {
 	struct packet_fields fields;
-	__u32 flow_hash; /* bpf/sparse.h's, once computed; 0: not yet */
+	__u32 flow_hash; /* bpf/flow.h's, once computed; 0: not yet */
 };
 
 #endif /* SHAPER_PARSE_H */

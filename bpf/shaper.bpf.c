@@ -9,6 +9,7 @@
 #include "shaper_abi.h"
 #include "maps.h"
 #include "classify.h"
+#include "flow.h"
 #include "edt.h"
 #include "stats.h"
 

@@ -10,8 +10,9 @@
  *                       the control plane's compare-and-swap when a rate rises
  *   shaper_class_stats  PERCPU_ARRAY[max_classes] struct shaper_class_stats  datapath only
  *   shaper_class_aqm    ARRAY[max_classes]  struct shaper_class_aqm    CoDel state, datapath only
- *   shaper_flows        ARRAY[SHAPER_FLOW_SLOTS] struct shaper_flow: flows' last departures,
- *                       direct-mapped by (class, skb->hash), datapath only
+ *   shaper_flows        ARRAY[2 * SHAPER_FLOW_BUCKETS] struct shaper_flow: flows' last departures
+ *                       and fair-share counts; bucket b of (class, flow hash) is the two tagged
+ *                       ways 2b and 2b + 1, datapath only (bpf/flow.h)
  *   shaper_rules        ARRAY[SHAPER_MAX_RULES]   struct shaper_rule   the rules as given (control plane)
  *   shaper_rule_stats   PERCPU_ARRAY[SHAPER_MAX_RULES] struct shaper_rule_stats  hits per rule slot
  *   shaper_tuples       ARRAY[2 * SHAPER_MAX_TUPLES] struct shaper_tuple  rule shapes, per generation
@@ -58,6 +59,12 @@
  */
 #define SHAPER_FOREIGN_TSTAMP_MAX_NS (1ull << 40)
 
+/*
+ * The loader's l2_header_len (bpf/parse.h) for a device whose L2 header length it cannot name:
+ * the datapath reads headers relative to the kernel's network header instead.
+ */
+#define SHAPER_L2_AT_NETWORK_HEADER 0xffffffffu
+
 /* Fixed point of the per-byte clock advance: ns_per_byte_fp = 2^32 * 8e9 / rate_bps. */
 #define SHAPER_NS_FRAC_BITS 32
 
@@ -101,9 +108,15 @@ enum shaper_mode {
 #define SHAPER_CLASS_SPARSE (1u << 3) /* sparse flows leave ahead of the class backlog */
 #define SHAPER_CLASS_FAIR (1u << 4)   /* bulk flows above their share are marked or dropped */
 
-#define SHAPER_FLOW_SLOTS (1u << 17)            /* flows remembered for sparseness */
+#define SHAPER_FLOW_BUCKETS (1u << 16)          /* flows remembered: two ways per bucket */
 #define SHAPER_SPARSE_MIN_BACKLOG_NS 1000000ull /* below 1 ms of backlog nobody needs to jump */
 #define SHAPER_SPARSE_ALLOWANCE_BYTES 3076u     /* early departures at most two frames ahead */
+
+/* How far past a horizon neighbour discovery still passes, in bytes at the level's rate
+ * (bpf/edt.h): one largest GSO packet, what the class's own traffic may overshoot, and as much
+ * again. A power of two: the datapath shifts by it. */
+#define SHAPER_NEIGHBOUR_SLACK_LOG2 17
+#define SHAPER_NEIGHBOUR_SLACK_BYTES (1u << SHAPER_NEIGHBOUR_SLACK_LOG2) /* 128 KiB */
 
 #define SHAPER_FAIR_EPOCH_NS 100000000ull     /* fair shares are measured over epochs of 100 ms */
 #define SHAPER_FAIR_EPOCH_MAX_NS 1000000000ull /* ...or longer with many flows, up to 1 s */
@@ -235,7 +248,7 @@ struct shaper_class_clock {
 	/* Fair shares (bpf/fair.h): the current epoch, and the share the last one measured. */
 	__u64 fair_epoch_ns;     /* when the epoch began */
 	__u64 fair_epoch_tat_ns; /* the clock then: class time charged since is tat - this */
-	__u64 fair_flows;        /* bulk flows that sent in the epoch */
+	__u64 fair_flows;        /* bulk flows counted in the epoch (bpf/fair.h) */
 	__u64 fair_share_ns;     /* class time per bulk flow in the last epoch; 0: unknown */
 	__u32 fair_epoch;        /* epoch serial */
 	__u32 pad32;
@@ -243,16 +256,16 @@ struct shaper_class_clock {
 };
 
 /*
- * One slot of the flow table. A slot belongs to whichever flow wrote it last: a flow whose
- * slot another flow took is simply new again (see bpf/sparse.h).
+ * One way of a flow-table bucket: a flow's record while it holds the way (bpf/flow.h). The last
+ * field belongs to the way, whoever holds it: it counts toward fair shares once per epoch.
  */
 struct shaper_flow {
-	__u64 owner;             /* class id << 32 | flow hash */
+	__u64 owner;             /* class id << 32 | flow hash; 0: free */
 	__u64 last_departure_ns; /* when the flow's latest packet leaves */
 	__u32 fair_epoch;        /* the class epoch fair_charged_ns counts */
 	__u32 fair_charged_ns;   /* class time its packets asked for in it (dropped ones too) */
 	__u32 fair_acted_epoch;  /* the last epoch this flow was marked or dropped for its share */
-	__u32 pad;
+	__u32 fair_counted_epoch; /* the last epoch this way counted toward its class's flows */
 };
 
 struct shaper_class_stats {

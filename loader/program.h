@@ -12,7 +12,9 @@ namespace shaperctl {
 struct ProgramOptions {
     std::string pin_dir;  // bpffs directory for the maps (reused when already pinned); "" = none
     uint32_t max_classes = 0;  // 0: SHAPER_DEFAULT_MAX_CLASSES (or the pinned maps' size)
-    uint32_t l2_header_len = 14;  // bytes before the network header: 14 on Ethernet, 0 on L3 devices
+    // Bytes before the network header: 14 on Ethernet, 0 on tun-like devices, or
+    // SHAPER_L2_AT_NETWORK_HEADER (read from the kernel's network header: any other device).
+    uint32_t l2_header_len = 14;
 };
 
 class Program {

@@ -141,16 +141,32 @@ void remove_device_dirs(const Device& device)
     }
 }
 
-// Bytes before the network header on this device: 14 on Ethernet, 0 on L3 devices (wireguard,
-// tun), which the datapath's parser must know.
+// Bytes before the network header on this device, which the datapath's parser must know: 14
+// where the kernel builds an Ethernet header (loopback too), 0 where packets start at the
+// network header (tun, WireGuard, PPP, IP-in-IP), and for any other type (IPoIB's 24 bytes,
+// GRE devices without a remote, which push the outer header before egress) "read from the
+// network header" (bpf/parse.h).
 uint32_t l2_header_len(const Device& device)
 {
     Fd sock(socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
     ifreq ifr{};
     std::strncpy(ifr.ifr_name, device.name.c_str(), IFNAMSIZ - 1);
     if (!sock || ioctl(sock.get(), SIOCGIFHWADDR, &ifr))
+        return SHAPER_L2_AT_NETWORK_HEADER;
+    switch (ifr.ifr_hwaddr.sa_family) {
+    case ARPHRD_ETHER:
+    case ARPHRD_LOOPBACK:
         return 14;
-    return ifr.ifr_hwaddr.sa_family == ARPHRD_ETHER ? 14 : 0;
+    case ARPHRD_NONE:
+    case ARPHRD_RAWIP:
+    case ARPHRD_PPP:
+    case ARPHRD_TUNNEL:
+    case ARPHRD_TUNNEL6:
+    case ARPHRD_SIT:
+        return 0;
+    default:
+        return SHAPER_L2_AT_NETWORK_HEADER;
+    }
 }
 
 }  // namespace

@@ -520,15 +520,17 @@ TEST_F(Fair, EpochsEndWithTheChargePerFlowAsTheShare)
     add_fair_class(10 * kSec);
     for (int i = 0; i < 6; i++)
         send_flow(1000, 2);
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < 4; i++)
         send_flow(2000, 2);
-    // End the epoch. Its share is the 8 ms charged over the 2 flows.
+    // End the epoch. Its share is the 10 ms charged over the 2 flows.
     end_epoch();
     send_flow(3000, 2);
     shaper_class_clock clock = maps_->clock(1);
     EXPECT_EQ(clock.fair_epoch, 6u);
-    EXPECT_EQ(clock.fair_share_ns, 4'000'000u);
-    EXPECT_EQ(clock.fair_flows, 1u);  // the packet that ended it counts in the new epoch
+    EXPECT_EQ(clock.fair_share_ns, 5'000'000u);
+    // The packet that ended it is of the new epoch, but a flow counts once it has asked for more
+    // than the sparse allowance (3.076 ms here): at its fourth packet.
+    EXPECT_EQ(clock.fair_flows, 0u);
     EXPECT_EQ(clock.fair_epoch_len_ns, SHAPER_FAIR_EPOCH_NS);  // few flows: the shortest epoch
     // An epoch that ended long ago (the class was idle) gives no share: nobody is acted on.
     clock.fair_epoch_ns = now_ns() - 3 * SHAPER_FAIR_EPOCH_NS;
@@ -536,16 +538,25 @@ TEST_F(Fair, EpochsEndWithTheChargePerFlowAsTheShare)
     send_flow(3000, 2);
     EXPECT_EQ(maps_->clock(1).fair_share_ns, 0u);
     // Many flows: the epoch grows so that a share is sixteen frames (at 8 Mbit two frames are
-    // 3.076 ms; 40 flows x 8 x 3.076 ms = 984 ms).
+    // 3.076 ms; 40 flows x 8 x 3.076 ms = 984 ms). The epoch lasts until the test ends it.
     clock = maps_->clock(1);
-    clock.fair_epoch_len_ns = kLongEpoch;  // the 39 sends all fall in this epoch
+    clock.fair_epoch_len_ns = kLongEpoch;  // the sends all fall in this epoch
     maps_->write_clock(1, clock);
+    for (int i = 0; i < 3; i++)
+        send_flow(3000, 2);
     for (uint16_t f = 0; f < 39; f++)
-        send_flow(uint16_t(4000 + f), 2);
+        for (int i = 0; i < 4; i++)
+            send_flow(uint16_t(4000 + f), 2);
+    EXPECT_EQ(maps_->clock(1).fair_flows, 40u);
     end_epoch();
     send_flow(3000, 2);
-    EXPECT_EQ(maps_->clock(1).fair_epoch_len_ns, 40 * 8 * 3'076'000u);
+    clock = maps_->clock(1);
+    EXPECT_EQ(clock.fair_epoch_len_ns, 40 * 8 * 3'076'000u);
+    clock.fair_epoch_len_ns = kLongEpoch;  // the next sends all fall in this epoch
+    maps_->write_clock(1, clock);
     // An epoch of one flow gives no share: a lone flow has nobody to be unfair to.
+    for (int i = 0; i < 3; i++)
+        send_flow(3000, 2);
     EXPECT_EQ(maps_->clock(1).fair_flows, 1u);
     end_epoch();
     send_flow(3000, 2);

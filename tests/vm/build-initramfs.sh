@@ -22,7 +22,7 @@ cache="${SHAPERCTL_VM_CACHE:-/var/cache/shaperctl-vm}"
 modules=(
   sch_fq sch_htb sch_tbf sch_ingress sch_fq_codel sch_netem sch_prio sch_sfq
   sch_cake sch_mqprio cls_bpf act_bpf cls_u32 cls_fw cls_matchall cls_flower
-  act_mirred act_gact veth ifb tcp_bbr
+  act_mirred act_gact veth ifb tcp_bbr tun ip_gre
 )
 # Real tools: host path -> initramfs path. Optional ones are skipped if absent.
 required_tools=(/usr/sbin/ip /usr/sbin/tc /usr/bin/iperf3 /usr/bin/ping)
