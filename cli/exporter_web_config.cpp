@@ -159,9 +159,11 @@ SslContext tls_context(const Checker& check, const YAML::Node& tls)
         check.fail(p + ".client_ca_file", "missing (client_auth_type " + auth_name + " verifies against it)");
     if (!ca.empty()) {
         STACK_OF(X509_NAME)* names = SSL_load_client_CA_file(ca.c_str());
-        if (!names || SSL_CTX_load_verify_locations(ctx.get(), ca.c_str(), nullptr) != 1)
+        if (!names)
             check.fail(p + ".client_ca_file", ca + ": not a PEM certificate");
-        SSL_CTX_set_client_CA_list(ctx.get(), names);
+        SSL_CTX_set_client_CA_list(ctx.get(), names);  // the context owns them from here
+        if (SSL_CTX_load_verify_locations(ctx.get(), ca.c_str(), nullptr) != 1)
+            check.fail(p + ".client_ca_file", ca + ": not a PEM certificate");
     }
     if (auth->request) {
         const int mode = SSL_VERIFY_PEER | (auth->require ? SSL_VERIFY_FAIL_IF_NO_PEER_CERT : 0);
