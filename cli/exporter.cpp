@@ -1,19 +1,17 @@
 #include "exporter.h"
 
 #include <arpa/inet.h>
-#include <httplib.h>
-#include <netdb.h>
+#include <linux/capability.h>
 #include <pthread.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
-#include <atomic>
-#include <cerrno>
 #include <chrono>
-#include <cstring>
-#include <thread>
+#include <cstdio>
 
+#include "exporter_http.h"
+#include "exporter_privileges.h"
+#include "exporter_web_config.h"
 #include "loader/device.h"
 #include "loader/error.h"
 #include "loader/fd.h"
@@ -218,74 +216,68 @@ std::pair<std::string, int> parse_listen(const std::string& listen)
     return {host, std::stoi(port)};
 }
 
-void run_exporter(const std::string& listen, const std::string& netns)
+namespace {
+
+bool is_loopback(const std::string& host)
+{
+    in_addr v4{};
+    in6_addr v6{};
+    if (inet_pton(AF_INET, host.c_str(), &v4) == 1)
+        return (ntohl(v4.s_addr) >> 24) == 127;
+    return inet_pton(AF_INET6, host.c_str(), &v6) == 1 &&
+           (IN6_IS_ADDR_LOOPBACK(&v6) || (IN6_IS_ADDR_V4MAPPED(&v6) && v6.s6_addr[12] == 127));
+}
+
+// What a scrape takes: CAP_BPF (or CAP_SYS_ADMIN before Linux 5.8) and CAP_NET_ADMIN, which
+// the loader asks of every command (the map reads need neither on 6.1 and later, but a tcx
+// attachment's BPF_PROG_QUERY needs CAP_NET_ADMIN), and, unless the exporter runs as root,
+// CAP_DAC_OVERRIDE: pins and records are root's, 0600, and a pin opens for reading and writing.
+std::vector<int> capabilities_to_read()
+{
+    std::vector<int> keep = {kernel_knows_capability(CAP_BPF) ? CAP_BPF : CAP_SYS_ADMIN, CAP_NET_ADMIN};
+    if (geteuid() != 0)
+        keep.push_back(CAP_DAC_OVERRIDE);
+    return keep;
+}
+
+HttpResponse answer(const std::string& path)
+{
+    if (path == "/metrics") {
+        try {
+            return {200, "text/plain; version=0.0.4; charset=utf-8", scrape()};
+        } catch (const std::exception& e) {
+            return {500, "text/plain; charset=utf-8", std::string("shaperctl: ") + e.what() + "\n"};
+        }
+    }
+    if (path == "/")
+        return {200, "text/plain; charset=utf-8", "shaperctl exporter: metrics at /metrics\n"};
+    return {404, "text/plain; charset=utf-8", "not found\n"};
+}
+
+}  // namespace
+
+void run_exporter(const std::string& listen, const std::string& netns, const std::string& web_config)
 {
     const auto [host, port] = parse_listen(listen);
-    {
-        // httplib says only "no"; find out why (the usual reason: the port is in use).
-        addrinfo hints{}, *found = nullptr;
-        hints.ai_socktype = SOCK_STREAM;
-        hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV;
-        if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0 || !found)
-            throw Error("bad --listen \"" + listen + "\": \"" + host + "\" is not an IP address");
-        Fd probe(socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
-        const int yes = 1;
-        setsockopt(probe.get(), SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-        const int err = bind(probe.get(), found->ai_addr, found->ai_addrlen) ? errno : 0;
-        freeaddrinfo(found);
-        if (err == EADDRINUSE)
-            throw Error("cannot listen on " + listen + ": the port is in use (another exporter?)");
-        if (err)
-            throw Error(errno_message("cannot listen on " + listen, err));
-    }
-
-    httplib::Server server;
-    // Not httplib's default SO_REUSEPORT: a second exporter on the port must fail, not share it.
-    server.set_socket_options([](socket_t sock) {
-        const int yes = 1;
-        setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-    });
-    if (!server.bind_to_port(host, port))
-        throw Error(errno_message("cannot listen on " + listen, errno));
+    WebConfig web = web_config.empty() ? WebConfig{} : load_web_config(web_config);
+    Fd listener = listen_tcp(host, port, listen);
+    if (!web.tls && web.users.empty() && !is_loopback(host))
+        std::fprintf(stderr, "shaperctl: warning: %s is not a loopback address and metrics are served without "
+                             "TLS or authentication (see --web-config)\n", listen.c_str());
     if (!netns.empty())
         enter_netns(netns);  // after the bind: scrapers reach us where we started
+    keep_only_capabilities(capabilities_to_read());
 
-    server.Get("/metrics", [](const httplib::Request&, httplib::Response& res) {
-        try {
-            res.set_content(scrape(), "text/plain; version=0.0.4; charset=utf-8");
-        } catch (const std::exception& e) {
-            res.status = 500;
-            res.set_content(std::string("shaperctl: ") + e.what() + "\n", "text/plain");
-        }
-    });
-    server.Get("/", [](const httplib::Request&, httplib::Response& res) {
-        res.set_content("shaperctl exporter: metrics at /metrics\n", "text/plain");
-    });
-
-    // Signals go to one thread, which stops the server; the others never see them.
+    // Signals reach the server loop through a signalfd: blocked in every thread, before any starts.
     sigset_t stop_signals;
     sigemptyset(&stop_signals);
     sigaddset(&stop_signals, SIGTERM);
     sigaddset(&stop_signals, SIGINT);
     pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-    std::atomic<bool> done{false};
-    std::thread stopper([&] {
-        int signal = 0;
-        sigwait(&stop_signals, &signal);
-        // A signal that arrives before the server runs: stop() is a no-op then, so repeat it.
-        while (!done) {
-            server.stop();
-            std::this_thread::sleep_for(std::chrono::milliseconds(20));
-        }
-    });
-    std::fprintf(stderr, "shaperctl: exporter listening on %s (GET /metrics)\n", listen.c_str());
-    const bool ok = server.listen_after_bind();
-    done = true;
-    if (!ok)
-        kill(getpid(), SIGTERM);  // wake the stopper
-    stopper.join();
-    if (!ok)
-        throw Error("the exporter stopped: cannot accept connections on " + listen);
+    signal(SIGPIPE, SIG_IGN);  // a client gone mid-response: OpenSSL writes with plain send()
+    std::fprintf(stderr, "shaperctl: exporter listening on %s (GET /metrics%s%s)\n", listen.c_str(),
+                 web.tls ? ", TLS" : "", web.users.empty() ? "" : ", basic auth");
+    serve_http(std::move(listener), std::move(web), answer, stop_signals);
 }
 
 }  // namespace shaperctl

@@ -1,5 +1,5 @@
-// `shaperctl exporter`: the counters of every managed device as Prometheus metrics, served over
-// HTTP (cpp-httplib) at /metrics.
+// `shaperctl exporter`: the counters of every managed device as Prometheus metrics, served at
+// /metrics over HTTP or HTTPS (exporter_http.h, exporter_web_config.h).
 #pragma once
 
 #include <string>
@@ -16,9 +16,10 @@ std::string metrics_text(const std::vector<DeviceStatus>& devices, const std::ve
 // "127.0.0.1:9464", "[::1]:9464", ":9464" (every address) into host and port; Error otherwise.
 std::pair<std::string, int> parse_listen(const std::string& listen);
 
-// Binds `listen` (in the namespace shaperctl started in), then enters `netns` if given, and
-// serves the devices of that namespace until SIGTERM or SIGINT. Error: one line (e.g. the port
-// is in use).
-void run_exporter(const std::string& listen, const std::string& netns);
+// Reads `web_config` (if given), binds `listen` (in the namespace shaperctl started in), enters
+// `netns` if given, drops every capability but those reading the maps takes, and serves the
+// devices of that namespace until SIGTERM or SIGINT. Error: one line (e.g. the port is in use,
+// a field of the web configuration is wrong).
+void run_exporter(const std::string& listen, const std::string& netns, const std::string& web_config);
 
 }  // namespace shaperctl

@@ -199,6 +199,9 @@ int main(int argc, char** argv)
     std::string listen = "127.0.0.1:9464";
     auto* exporter = app.add_subcommand("exporter", "serve Prometheus metrics of the managed devices");
     exporter->add_option("--listen", listen, "HOST:PORT to serve /metrics on (default 127.0.0.1:9464)");
+    std::string web_config;
+    exporter->add_option("--web-config", web_config,
+                         "FILE: TLS and basic auth, in the Prometheus exporter-toolkit format (README.md)");
 
     auto* help_man = app.add_subcommand("help-man", "print the man page, shaperctl(8), as roff");
     std::string shell = "bash";
@@ -260,7 +263,7 @@ int main(int argc, char** argv)
         }
         require_privileges();  // before anything else, so the refusal names the real cause
         if (*exporter) {
-            run_exporter(listen, netns);  // binds before it enters the namespace
+            run_exporter(listen, netns, web_config);  // binds before it enters the namespace
             return 0;
         }
         if (!netns.empty())

@@ -7,10 +7,12 @@ packages=(
   # build
   cmake make g++ clang llvm pkg-config libclang-rt-14-dev
   libbpf-dev bpftool libelf-dev zlib1g-dev
-  libcli11-dev nlohmann-json3-dev libmnl-dev libcpp-httplib-dev
-  googletest libgtest-dev libgmock-dev
-  # tests and demo on this host
-  iproute2 iperf3 iputils-ping ethtool
+  libcli11-dev nlohmann-json3-dev libmnl-dev
+  libssl-dev libyaml-cpp-dev libcrypt-dev  # the exporter: TLS, --web-config, bcrypt
+  googletest libgtest-dev libgmock-dev libcpp-httplib-dev
+  # tests and demo on this host (curl, openssl: the exporter's TLS tests; systemd: systemd-analyze;
+  # systemd-container: packaging/check-units.sh)
+  iproute2 iperf3 iputils-ping ethtool curl openssl systemd systemd-container
   # the stock-kernel VM harness
   qemu-system-x86 busybox-static cpio kmod zstd xz-utils
   # benchmarks

@@ -56,16 +56,17 @@ inline Outcome shaperctl_run(const std::string& args, const std::string& prefix 
 }
 
 // A shaperctl running in the background; its output goes to files. The destructor ends it
-// (SIGKILL if it is still running) so no test leaves one behind.
+// (SIGKILL if it is still running) so no test leaves one behind. `prefix` runs it under another
+// command that execs it (setpriv ...), so that pid() is still shaperctl's.
 class Background {
 public:
-    explicit Background(const std::string& args)
+    explicit Background(const std::string& args, const std::string& prefix = "")
         : out_("/tmp/shaperctl-test-bg-" + std::to_string(getpid()) + "-" + std::to_string(++count()) + ".out"),
           err_(out_ + ".err")
     {
         pid_ = fork();
         if (pid_ == 0) {
-            const std::string command = "exec " + shaperctl_bin() + " " + args + " >" + out_ + " 2>" + err_;
+            const std::string command = "exec " + prefix + shaperctl_bin() + " " + args + " >" + out_ + " 2>" + err_;
             execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
             _exit(127);
         }

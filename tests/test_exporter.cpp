@@ -1,14 +1,19 @@
 // shaperctl exporter scraped over loopback, and status --watch: long-running commands, started in
 // the background in a throw-away network namespace and stopped with a signal.
 #include <bpf/bpf.h>
+#include <crypt.h>
 #include <gtest/gtest.h>
+#include <linux/capability.h>
 #include <httplib.h>
+#include <dirent.h>
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -39,6 +44,56 @@ int free_port()
     return ntohs(addr.sin_port);
 }
 
+// A TCP connection to 127.0.0.1:port (blocking), or -1.
+int connect_loopback(int port)
+{
+    const int sock = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(uint16_t(port));
+    if (sock >= 0 && connect(sock, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0)
+        return sock;
+    if (sock >= 0)
+        close(sock);
+    return -1;
+}
+
+// Entries of /proc/PID/DIR ("task": threads, "fd": open files).
+size_t proc_entries(pid_t pid, const std::string& dir)
+{
+    size_t n = 0;
+    if (DIR* d = opendir(("/proc/" + std::to_string(pid) + "/" + dir).c_str())) {
+        while (const dirent* e = readdir(d))
+            n += e->d_name[0] != '.';
+        closedir(d);
+    }
+    return n;
+}
+
+// Resident memory of PID in kB (VmRSS of /proc/PID/status).
+size_t rss_kb(pid_t pid)
+{
+    std::istringstream status(read_file("/proc/" + std::to_string(pid) + "/status"));
+    std::string line;
+    while (std::getline(status, line))
+        if (line.starts_with("VmRSS:"))
+            return std::stoul(line.substr(6));
+    return 0;
+}
+
+// Polls `done` every 50 ms for up to `seconds`.
+template <typename F>
+bool eventually(F done, int seconds = 10)
+{
+    for (int i = 0; i < seconds * 20; i++) {
+        if (done())
+            return true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return done();
+}
+
 class Exporter : public DeviceTest {
 protected:
     void SetUp() override
@@ -67,6 +122,22 @@ protected:
                     .ctx_size_in = sizeof ctx, .repeat = static_cast<int>(count));
         ASSERT_EQ(bpf_prog_test_run_opts(prog, &opts), 0);
         close(prog);
+    }
+    // `shaperctl exporter --listen 127.0.0.1:PORT ARGS` in the background, once it accepts
+    // connections. It starts in the test's namespace (this thread's); `prefix` runs it under
+    // another command (setpriv).
+    std::unique_ptr<Background> start_exporter(int port, const std::string& args = "", const std::string& prefix = "")
+    {
+        auto exporter = std::make_unique<Background>(
+            "exporter --listen 127.0.0.1:" + std::to_string(port) + " " + args, prefix);
+        const bool up = eventually([&] {
+            const int sock = connect_loopback(port);
+            if (sock >= 0)
+                close(sock);
+            return sock >= 0 || !exporter->running();
+        });
+        EXPECT_TRUE(up && exporter->running()) << exporter->err();
+        return exporter;
     }
 };
 
@@ -189,6 +260,397 @@ TEST_F(Exporter, StopsOnSigintAndRefusesABadListenAddress)
         EXPECT_NE(o.err.find(needle), std::string::npos) << listen << ": " << o.err;
         EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
     }
+}
+
+// Slow clients cannot silence the exporter: with 256 connections that sent a request line and
+// never the blank line after the headers, a scrape is still answered (measured, not bounded: the
+// test only needs it answered before a liveness timeout far longer than any header timeout).
+// Memory stays bounded, and once they close the exporter is back to its threads and fds.
+TEST_F(Exporter, AnswersWhileHundredsOfClientsHangHalfWayThroughTheirRequest)
+{
+    ok("add-class --dev sh0 --id 1 --rate 8mbit");
+    const int port = free_port();
+    auto exporter = start_exporter(port);
+    ASSERT_TRUE(exporter->running());
+    const pid_t pid = exporter->pid();
+    httplib::Client client("127.0.0.1", port);
+    client.set_read_timeout(60);
+    ASSERT_TRUE(client.Get("/metrics"));
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // its keep-alive ends: a quiet baseline
+    client.stop();
+    const size_t threads = proc_entries(pid, "task"), fds = proc_entries(pid, "fd");
+
+    std::vector<int> slow;
+    for (int i = 0; i < 256; i++) {
+        const int sock = connect_loopback(port);
+        ASSERT_GE(sock, 0) << "connection " << i;
+        const std::string half = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n";  // no blank line
+        ASSERT_EQ(::send(sock, half.data(), half.size(), MSG_NOSIGNAL), ssize_t(half.size()));
+        slow.push_back(sock);
+    }
+    const auto start = std::chrono::steady_clock::now();
+    auto res = client.Get("/metrics");
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::printf("scrape with 256 half-open connections: %.3f s, exporter RSS %zu kB\n", seconds, rss_kb(pid));
+    ASSERT_TRUE(res) << "no answer within 60 s with 256 half-open connections";
+    EXPECT_EQ(res->status, 200);
+    EXPECT_NE(res->body.find("shaperctl_class_packets_total{device=\"sh0\",class=\"1\"} 0"), std::string::npos);
+    EXPECT_LT(rss_kb(pid), 64u * 1024);
+    client.stop();
+
+    for (int sock : slow)
+        close(sock);
+    EXPECT_TRUE(eventually([&] { return proc_entries(pid, "task") == threads && proc_entries(pid, "fd") == fds; }))
+        << "threads " << proc_entries(pid, "task") << " (were " << threads << "), fds " << proc_entries(pid, "fd")
+        << " (were " << fds << ")";
+
+    // A client trickling its headers a byte at a time (a timeout per read would never fire) is
+    // closed all the same: its request head had a deadline.
+    const int trickle = connect_loopback(port);
+    ASSERT_GE(trickle, 0);
+    bool closed = false;
+    for (int i = 0; i < 120 && !closed; i++) {  // 60 s: liveness only
+        char byte;
+        closed = ::send(trickle, i ? "a" : "GET /metrics HTTP/1.1\r\nX-Slow: ", i ? 1 : 32, MSG_NOSIGNAL) < 0 ||
+                 recv(trickle, &byte, 1, MSG_DONTWAIT) == 0;
+        std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    }
+    close(trickle);
+    EXPECT_TRUE(closed) << "a client sending a header byte every 500 ms was never closed";
+    EXPECT_EQ(exporter->stop(SIGTERM), 0) << exporter->err();
+}
+
+// Whether the peer closed `sock` (EOF or reset), without waiting.
+bool closed_by_peer(int sock)
+{
+    char byte;
+    const ssize_t n = recv(sock, &byte, 1, MSG_DONTWAIT);
+    return n == 0 || (n < 0 && errno != EAGAIN);
+}
+
+// The exporter takes at most 512 connections. A new one beyond makes room: an idle keep-alive
+// connection goes first, even when younger than a client still sending its request.
+TEST_F(Exporter, MakesRoomForNewConnectionsClosingIdleKeepAliveOnesFirst)
+{
+    rlimit files{};
+    getrlimit(RLIMIT_NOFILE, &files);
+    files.rlim_cur = files.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &files);
+    if (files.rlim_cur < 1200)
+        GTEST_SKIP() << "needs 1200 file descriptors (RLIMIT_NOFILE " << files.rlim_cur << ")";
+    const int port = free_port();
+    auto exporter = start_exporter(port);
+    ASSERT_TRUE(exporter->running());
+    const size_t fds = proc_entries(exporter->pid(), "fd");
+
+    const int oldest = connect_loopback(port);  // half-open, older than the idle one
+    ASSERT_EQ(::send(oldest, "GET / HTTP/1.1\r\n", 16, MSG_NOSIGNAL), 16);
+    const int idle = connect_loopback(port);
+    const std::string request = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+    ASSERT_EQ(::send(idle, request.data(), request.size(), MSG_NOSIGNAL), ssize_t(request.size()));
+    char answer[512];
+    ASSERT_GT(recv(idle, answer, sizeof answer, 0), 0);  // answered, kept alive
+    std::vector<int> others;
+    for (int i = 0; i < 510; i++)  // 512 with the two above: full
+        others.push_back(connect_loopback(port));
+    ASSERT_TRUE(eventually([&] { return proc_entries(exporter->pid(), "fd") == fds + 512; }))
+        << proc_entries(exporter->pid(), "fd") << " fds, " << fds << " before";
+    EXPECT_FALSE(closed_by_peer(idle));
+
+    const int newcomer = connect_loopback(port);
+    EXPECT_TRUE(eventually([&] { return closed_by_peer(idle); })) << "the idle keep-alive connection is still open";
+    EXPECT_FALSE(closed_by_peer(oldest)) << "a half-open connection went before the idle one";
+    // More newcomers than the limit: the oldest go, the exporter stays at 512 and answers.
+    for (int i = 0; i < 100; i++)
+        others.push_back(connect_loopback(port));
+    EXPECT_TRUE(eventually([&] { return closed_by_peer(oldest); }));
+    httplib::Client client("127.0.0.1", port);
+    client.set_read_timeout(60);
+    auto res = client.Get("/metrics");
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 200);
+    EXPECT_LE(proc_entries(exporter->pid(), "fd"), fds + 512);
+    client.stop();
+    for (int sock : others)
+        close(sock);
+    for (int sock : {oldest, idle, newcomer})
+        close(sock);
+    EXPECT_EQ(exporter->stop(SIGTERM), 0) << exporter->err();
+}
+
+// Capabilities in /proc/PID/status, as masks: {"CapEff" -> ..., "NoNewPrivs" -> 0 or 1}.
+std::map<std::string, uint64_t> capability_status(pid_t pid)
+{
+    std::map<std::string, uint64_t> out;
+    std::istringstream status(read_file("/proc/" + std::to_string(pid) + "/status"));
+    std::string line;
+    while (std::getline(status, line)) {
+        const std::string key = line.substr(0, line.find(':'));
+        if (key.starts_with("Cap"))
+            out[key] = std::stoull(line.substr(key.size() + 1), nullptr, 16);
+        else if (key == "NoNewPrivs")
+            out[key] = std::stoull(line.substr(key.size() + 1));
+    }
+    return out;
+}
+
+constexpr uint64_t cap_bit(int cap)
+{
+    return uint64_t(1) << cap;
+}
+
+// Serving, the exporter holds only what reading the maps takes (README, "Privileges"): as root
+// CAP_BPF and CAP_NET_ADMIN; as another user with those and CAP_DAC_OVERRIDE given (as the
+// systemd unit gives them), the same three, and it still reads every counter.
+TEST_F(Exporter, KeepsOnlyTheCapabilitiesReadingTheMapsTakes)
+{
+    ok("add-class --dev sh0 --id 1 --rate 8mbit");
+    ok("set-default --dev sh0 --class 1");
+    send(2, 500);
+    int port = free_port();
+    auto root = start_exporter(port);
+    ASSERT_TRUE(root->running());
+    auto caps = capability_status(root->pid());
+    const uint64_t reading = cap_bit(CAP_BPF) | cap_bit(CAP_NET_ADMIN);
+    EXPECT_EQ(caps["CapEff"], reading);
+    EXPECT_EQ(caps["CapPrm"], reading);
+    EXPECT_EQ(caps["CapBnd"], reading);
+    EXPECT_EQ(caps["CapInh"], 0u);
+    EXPECT_EQ(caps["CapAmb"], 0u);
+    EXPECT_EQ(caps["NoNewPrivs"], 1u);
+    auto res = httplib::Client("127.0.0.1", port).Get("/metrics");
+    ASSERT_TRUE(res);
+    EXPECT_EQ(samples(res->body).at(R"(shaperctl_class_packets_total{device="sh0",class="1"})"), "2");
+    EXPECT_EQ(root->stop(SIGTERM), 0) << root->err();
+
+    if (run("setpriv --help | grep -q -- --ambient-caps").status != 0)  // busybox's has no such options
+        GTEST_SKIP() << "util-linux's setpriv missing: the exporter was not run as another user";
+    const std::string as_nobody = "setpriv --reuid 65534 --regid 65534 --clear-groups "
+                                  "--inh-caps=+bpf,+net_admin,+dac_override --ambient-caps=+bpf,+net_admin,+dac_override ";
+    port = free_port();
+    auto nobody = start_exporter(port, "", as_nobody);
+    ASSERT_TRUE(nobody->running());
+    caps = capability_status(nobody->pid());
+    EXPECT_EQ(caps["CapEff"], reading | cap_bit(CAP_DAC_OVERRIDE));
+    EXPECT_EQ(caps["CapInh"], 0u);
+    EXPECT_EQ(caps["CapAmb"], 0u);
+    EXPECT_EQ(caps["NoNewPrivs"], 1u);
+    res = httplib::Client("127.0.0.1", port).Get("/metrics");
+    ASSERT_TRUE(res);
+    EXPECT_EQ(samples(res->body).at(R"(shaperctl_class_packets_total{device="sh0",class="1"})"), "2");
+    EXPECT_EQ(nobody->stop(SIGTERM), 0) << nobody->err();
+}
+
+// A CA, the server's certificate for 127.0.0.1, a client certificate of the CA and one of
+// another CA, by openssl(1) in a temporary directory; and curl to use them.
+class Pki {
+public:
+    Pki()
+    {
+        char tmpl[] = "/tmp/shaperctl-pki-XXXXXX";
+        dir_ = mkdtemp(tmpl);
+        const std::string key = "openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes ";
+        must_run("(cd " + dir_ + " && " +
+                 key + "-x509 -days 2 -subj /CN=shaperctl-test-ca -keyout ca.key -out ca.pem && " +
+                 key + "-x509 -days 2 -subj /CN=other-ca -keyout other-ca.key -out other-ca.pem && " +
+                 key + "-subj /CN=127.0.0.1 -keyout server.key -out server.csr && " +
+                 "printf 'subjectAltName=IP:127.0.0.1\\n' > san.ext && "
+                 "openssl x509 -req -days 2 -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial "
+                 "-extfile san.ext -out server.pem && " +
+                 key + "-subj /CN=prometheus -keyout client.key -out client.csr && "
+                 "openssl x509 -req -days 2 -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out client.pem && " +
+                 key + "-subj /CN=stranger -keyout stranger.key -out stranger.csr && "
+                 "openssl x509 -req -days 2 -in stranger.csr -CA other-ca.pem -CAkey other-ca.key "
+                 "-CAcreateserial -out stranger.pem)");
+    }
+    ~Pki() { run("rm -rf " + dir_); }
+
+    std::string path(const std::string& name) const { return dir_ + "/" + name; }
+    void write(const std::string& name, const std::string& text) const { write_file(path(name), text); }
+
+    struct Answer {
+        int status;  // 0: no HTTP answer (curl failed)
+        std::string headers, body;
+    };
+    Answer curl(const std::string& args, const std::string& url) const
+    {
+        const CommandResult r = run("curl -s --max-time 20 -o " + path("body") + " -D " + path("headers") +
+                                    " -w '%{http_code}' " + args + " " + url);
+        Answer a{std::atoi(r.output.c_str()), read_file(path("headers")), read_file(path("body"))};
+        std::remove(path("body").c_str());
+        std::remove(path("headers").c_str());
+        return a;
+    }
+
+private:
+    std::string dir_;
+};
+
+bool tls_tools_missing()
+{
+    return run("command -v openssl && command -v curl").status != 0;
+}
+
+// A bcrypt hash of `password` (libxcrypt; cost 5 keeps the test quick).
+std::string bcrypt(const std::string& password)
+{
+    crypt_data data{};
+    const char* salt = crypt_gensalt_rn("$2y$", 5, nullptr, 0, data.setting, sizeof data.setting);
+    const char* hash = salt ? crypt_r(password.c_str(), salt, &data) : nullptr;
+    return hash ? hash : "";
+}
+
+TEST_F(Exporter, ServesOverTlsAndChecksBasicAuth)
+{
+    if (tls_tools_missing())
+        GTEST_SKIP() << "openssl or curl missing (scripts/install-deps.sh installs them)";
+    ok("add-class --dev sh0 --id 1 --rate 8mbit");
+    const Pki pki;
+    const std::string hash = bcrypt("s3cret:with colon");
+    ASSERT_FALSE(hash.empty());
+    pki.write("web.yml", "tls_server_config:\n  cert_file: server.pem\n  key_file: server.key\n"
+                         "basic_auth_users:\n  prometheus: " + hash + "\n");
+    const int port = free_port();
+    auto exporter = start_exporter(port, "--web-config " + pki.path("web.yml"));
+    ASSERT_TRUE(exporter->running());
+    const std::string url = "https://127.0.0.1:" + std::to_string(port) + "/metrics";
+    const std::string ca = "--cacert " + pki.path("ca.pem") + " ";
+
+    auto a = pki.curl(ca + "-u 'prometheus:s3cret:with colon'", url);
+    EXPECT_EQ(a.status, 200) << a.headers << exporter->err();
+    EXPECT_NE(a.body.find("shaperctl_device_up{device=\"sh0\"} 1"), std::string::npos) << a.body;
+    a = pki.curl(ca + "-u 'prometheus:s3cret:with colon'", url);  // remembered: no second bcrypt
+    EXPECT_EQ(a.status, 200);
+
+    // No credentials: 401 with the challenge. Wrong ones, or an unknown user: the same 401, no
+    // body, nothing of the metrics.
+    const auto challenge = pki.curl(ca, url);
+    EXPECT_EQ(challenge.status, 401);
+    EXPECT_NE(challenge.headers.find("WWW-Authenticate: Basic"), std::string::npos) << challenge.headers;
+    EXPECT_EQ(challenge.body, "");
+    for (const char* wrong : {"prometheus:s3cret", "prometheus:", "nobody:s3cret:with colon"}) {
+        a = pki.curl(ca + "-u '" + wrong + "'", url);
+        EXPECT_EQ(a.status, 401) << wrong;
+        EXPECT_EQ(a.body, "") << wrong;
+        EXPECT_EQ(a.headers, challenge.headers) << wrong;
+    }
+    EXPECT_EQ(pki.curl(ca + "-H 'Authorization: Basic !!!!'", url).status, 401);
+
+    // Not without the CA that signed the server's certificate, and not in plain HTTP.
+    EXPECT_EQ(pki.curl("-u 'prometheus:s3cret:with colon'", url).status, 0);
+    EXPECT_EQ(pki.curl("-u 'prometheus:s3cret:with colon'", "http://127.0.0.1:" + std::to_string(port) + "/metrics").status, 0);
+    EXPECT_TRUE(exporter->running());
+    EXPECT_EQ(exporter->stop(SIGTERM), 0) << exporter->err();
+}
+
+TEST_F(Exporter, AsksForAClientCertificateOfTheConfiguredCa)
+{
+    if (tls_tools_missing())
+        GTEST_SKIP() << "openssl or curl missing (scripts/install-deps.sh installs them)";
+    const Pki pki;
+    pki.write("web.yml", "tls_server_config:\n  cert_file: server.pem\n  key_file: server.key\n"
+                         "  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: ca.pem\n");
+    const int port = free_port();
+    auto exporter = start_exporter(port, "--web-config " + pki.path("web.yml"));
+    ASSERT_TRUE(exporter->running());
+    const std::string url = "https://127.0.0.1:" + std::to_string(port) + "/metrics";
+    const std::string ca = "--cacert " + pki.path("ca.pem") + " ";
+    EXPECT_EQ(pki.curl(ca + "--cert " + pki.path("client.pem") + " --key " + pki.path("client.key"), url).status, 200);
+    EXPECT_EQ(pki.curl(ca, url).status, 0) << "served without a client certificate";
+    EXPECT_EQ(pki.curl(ca + "--cert " + pki.path("stranger.pem") + " --key " + pki.path("stranger.key"), url).status, 0)
+        << "served to a certificate of another CA";
+    EXPECT_EQ(exporter->stop(SIGTERM), 0) << exporter->err();
+}
+
+// Each mistake: one line naming the file and the field, exit 1, nothing listening.
+TEST_F(Exporter, RefusesABadWebConfigNamingTheField)
+{
+    if (tls_tools_missing())
+        GTEST_SKIP() << "openssl or curl missing (scripts/install-deps.sh installs them)";
+    const Pki pki;
+    const std::string tls = "tls_server_config:\n  cert_file: server.pem\n  key_file: server.key\n";
+    const std::vector<std::pair<std::string, std::string>> cases = {
+        {"tls_server_config:\n  cert_file: /nonexistent/cert.pem\n  key_file: server.key\n",
+         "tls_server_config.cert_file: cannot read /nonexistent/cert.pem: No such file or directory"},
+        {"tls_server_config:\n  cert_file: server.pem\n", "tls_server_config.key_file: missing"},
+        {"tls_server_config:\n  cert_file: server.pem\n  key_file: client.key\n",
+         "tls_server_config.key_file: " + pki.path("client.key") + ": does not match"},
+        {"tls_server_config:\n  cert_file: server.csr\n  key_file: server.key\n",
+         "tls_server_config.cert_file: " + pki.path("server.csr") + ": not a PEM certificate"},
+        {tls + "  client_auth_type: Sometimes\n", "tls_server_config.client_auth_type: unknown \"Sometimes\""},
+        {tls + "  client_auth_type: RequireAndVerifyClientCert\n", "tls_server_config.client_ca_file: missing"},
+        {tls + "  client_ca_file: ca.pem\n", "tls_server_config.client_ca_file: given, but client_auth_type"},
+        {tls + "  client_auth_type: VerifyClientCertIfGiven\n  client_ca_file: ca.key\n",
+         "tls_server_config.client_ca_file: " + pki.path("ca.key") + ": not a PEM certificate"},
+        {tls + "  min_version: TLS14\n", "tls_server_config.min_version: unknown \"TLS14\""},
+        {tls + "  cipher_suites: [TLS_AES_128_GCM_SHA256]\n", "tls_server_config.cipher_suites: not supported"},
+        {"tls_config:\n  cert_file: server.pem\n", "tls_config: unknown field"},
+        {"basic_auth_users:\n  alice: plaintext\n", "basic_auth_users.alice: not a bcrypt hash"},
+        {"basic_auth_users: [alice]\n", "basic_auth_users: expected a mapping"},
+        {"tls_server_config: [\n", ": line 2: "},
+    };
+    const int port = free_port();
+    for (const auto& [text, needle] : cases) {
+        pki.write("web.yml", text);
+        Outcome o = sh("exporter --listen 127.0.0.1:" + std::to_string(port) + " --web-config " + pki.path("web.yml"));
+        EXPECT_EQ(o.status, 1) << text;
+        EXPECT_NE(o.err.find("shaperctl: " + pki.path("web.yml") + ": "), std::string::npos) << o.err;
+        EXPECT_NE(o.err.find(needle), std::string::npos) << text << "\n" << o.err;
+        EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+    }
+    Outcome o = sh("exporter --listen 127.0.0.1:" + std::to_string(port) + " --web-config " + pki.path("absent.yml"));
+    EXPECT_EQ(o.status, 1);
+    EXPECT_NE(o.err.find(pki.path("absent.yml") + ": cannot read: No such file or directory"), std::string::npos) << o.err;
+    EXPECT_LT(connect_loopback(port), 0) << "something listens on the port";
+}
+
+// Beyond loopback without TLS or users: served, with a one-line warning; none with them.
+TEST_F(Exporter, WarnsWhenServingBeyondLoopbackUnprotected)
+{
+    int port = free_port();
+    auto open = std::make_unique<Background>("exporter --listen 0.0.0.0:" + std::to_string(port));
+    ASSERT_TRUE(eventually([&] { return open->err().find("listening") != std::string::npos || !open->running(); }));
+    const std::string err = open->err();
+    EXPECT_NE(err.find("shaperctl: warning: 0.0.0.0:" + std::to_string(port) +
+                       " is not a loopback address and metrics are served without TLS or authentication"),
+              std::string::npos) << err;
+    EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 2) << err;  // the warning, then "listening"
+    EXPECT_EQ(open->stop(SIGTERM), 0);
+
+    const std::string web = "/tmp/shaperctl-test-web-" + std::to_string(getpid()) + ".yml";
+    write_file(web, "basic_auth_users:\n  prometheus: " + bcrypt("x") + "\n");
+    port = free_port();
+    auto guarded = std::make_unique<Background>("exporter --listen 0.0.0.0:" + std::to_string(port) + " --web-config " + web);
+    ASSERT_TRUE(eventually([&] { return guarded->err().find("listening") != std::string::npos || !guarded->running(); }));
+    EXPECT_EQ(guarded->err().find("warning"), std::string::npos) << guarded->err();
+    EXPECT_EQ(guarded->stop(SIGTERM), 0);
+    std::remove(web.c_str());
+}
+
+// The units as `cmake --install` puts them, rated by systemd-analyze (0 safe, 10 unsafe): the
+// exporter serves the network, at most 3.0; shaperctl.service, which loads and attaches the
+// program, at most 5.0. packaging/check-units.sh runs them under systemd.
+TEST(SystemdUnits, AreHardenedAsSystemdAnalyzeRatesThem)
+{
+    if (run("command -v systemd-analyze").status != 0)
+        GTEST_SKIP() << "systemd-analyze missing (scripts/install-deps.sh installs systemd)";
+    if (run("command -v cmake && test -f " SHAPERCTL_BUILD_DIR "/cmake_install.cmake").status != 0)
+        GTEST_SKIP() << "no cmake or no build tree at " SHAPERCTL_BUILD_DIR " to install from";
+    char tmpl[] = "/tmp/shaperctl-install-XXXXXX";
+    const std::string prefix = mkdtemp(tmpl);
+    must_run("cmake --install " SHAPERCTL_BUILD_DIR " --prefix " + prefix + " >/dev/null");
+    for (const auto& [unit, most] : std::vector<std::pair<std::string, double>>{
+             {"shaperctl-exporter.service", 3.0}, {"shaperctl.service", 5.0}}) {
+        const CommandResult r =
+            run("systemd-analyze security --offline=true --no-pager " + prefix + "/lib/systemd/system/" + unit);
+        const std::string mark = "Overall exposure level for " + unit + ": ";
+        const size_t at = r.output.find(mark);
+        ASSERT_NE(at, std::string::npos) << r.output;
+        const double exposure = std::stod(r.output.substr(at + mark.size()));
+        std::printf("systemd-analyze security %s: %.1f\n", unit.c_str(), exposure);
+        EXPECT_LE(exposure, most) << r.output;
+    }
+    run("rm -rf " + prefix);
 }
 
 TEST(ExporterText, EscapesLabelsAndListsDownDevices)
