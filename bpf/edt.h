@@ -144,6 +144,7 @@ __noinline int edt_horizon_drop(__u32 id, __u32 charged, __u32 rounded_up, __u32
 			break;
 	}
 	return 0;
+}
 
 /*
  * 1 for ARP and IPv6 neighbour discovery, else 0, without a branch (each would be one more state

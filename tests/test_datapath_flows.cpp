@@ -35,7 +35,7 @@ using nlohmann::json;
 
 namespace {
 
-constexpr int kTcActOk = 0;
+constexpr int kPass = -1;  // TC_ACT_UNSPEC and TCX_NEXT: on to the next program (the packet passes)
 constexpr int kTcActShot = 2;
 constexpr uint64_t kSec = 1'000'000'000ull;
 constexpr uint64_t kMs = 1'000'000ull;
@@ -196,7 +196,7 @@ TEST_F(FlowsDatapath, TwoFlowsSharingABucketKeepTheirOwnRecords)
     for (int i = 0; i < 10; i++)
         for (const PacketSpec& flow : {a, b}) {
             const Sent s = send(flow, 500);
-            ASSERT_EQ(s.action, kTcActOk);
+            ASSERT_EQ(s.action, kPass);
             EXPECT_GE(s.tstamp, tat) << "packet " << i << ": taken for a sparse flow";
         }
     EXPECT_EQ(maps_->counters(1).sparse, 0u);
@@ -220,12 +220,12 @@ TEST_F(FlowsDatapath, PortChurnDoesNotInflateTheFlowCount)
     size_t next = 0;
     for (int round = 0; round < 10; round++) {
         for (const PacketSpec& p : bulk) {
-            ASSERT_EQ(send(p, 1500).action, kTcActOk);
+            ASSERT_EQ(send(p, 1500).action, kPass);
             distinct.insert({p.sport, p.dport});
         }
         for (int i = 0; i < 203; i++, next++) {
             const PacketSpec& p = churn[next % churn.size()];
-            ASSERT_EQ(send(p, 100).action, kTcActOk);
+            ASSERT_EQ(send(p, 100).action, kPass);
             distinct.insert({p.sport, p.dport});
         }
     }
@@ -256,12 +256,12 @@ TEST_F(FlowsDatapath, BulkFlowsAtTheirShareAreNeverDroppedWhileFlowsChurn)
             end_epoch(1, churn[next++ % churn.size()], 100);
         for (int round = 0; round < kPackets; round++) {
             for (size_t f = 0; f < bulk.size(); f++)
-                ASSERT_EQ(send(bulk[f], 1500).action, kTcActOk)
+                ASSERT_EQ(send(bulk[f], 1500).action, kPass)
                     << "epoch " << epoch << ", bulk flow " << f << ", packet " << round
                     << ": share " << maps_->clock(1).fair_share_ns << " ns over "
                     << maps_->clock(1).fair_flows << " flows";
             for (int i = 0; i < 200; i++)
-                ASSERT_EQ(send(churn[next++ % churn.size()], 100).action, kTcActOk);
+                ASSERT_EQ(send(churn[next++ % churn.size()], 100).action, kPass);
         }
     }
     const ClassCounters c = maps_->counters(1);
@@ -288,13 +288,13 @@ TEST_F(FlowsDatapath, NeighbourDiscoveryPassesBeyondTheHorizonAndIsCharged)
     EXPECT_EQ(send({.proto = 17}, 100).action, kTcActShot) << "an ordinary packet is beyond the horizon";
     EXPECT_EQ(send(kEchoRequest, 100).action, kTcActShot) << "an echo request is no neighbour discovery";
     uint64_t tat = maps_->clock(1).tat_ns;
-    ASSERT_EQ(send(kArp, 100).action, kTcActOk);
+    ASSERT_EQ(send(kArp, 100).action, kPass);
     EXPECT_EQ(maps_->clock(1).tat_ns, tat + kMs) << "charged";
     tat += kMs;
     // Stamped by the horizon (ARP is not: bpf_skb_set_tstamp takes IP packets only).
     const uint64_t before = now_ns();
     const Sent solicitation = send(kNeighbourSolicitation, 100);
-    ASSERT_EQ(solicitation.action, kTcActOk);
+    ASSERT_EQ(solicitation.action, kPass);
     EXPECT_GE(solicitation.tstamp, before + kSec);
     EXPECT_LE(solicitation.tstamp, now_ns() + kSec);
     EXPECT_EQ(maps_->clock(1).tat_ns, tat + kMs) << "charged";
@@ -307,7 +307,7 @@ TEST_F(FlowsDatapath, NeighbourDiscoveryPassesBeyondTheHorizonAndIsCharged)
     // Police mode: the same, and nothing is stamped.
     set_default_class(1, SHAPER_MODE_POLICE);
     const Sent policed = send(kArp, 100);
-    EXPECT_EQ(policed.action, kTcActOk);
+    EXPECT_EQ(policed.action, kPass);
     EXPECT_EQ(policed.tstamp, 0u);
     EXPECT_EQ(maps_->clock(1).tat_ns, tat + kMs);
 
@@ -325,8 +325,8 @@ TEST_F(FlowsDatapath, NeighbourDiscoveryIsNeverDroppedForItsShare)
               true);
     backlogged_epoch(1, 10 * kSec, 2 * kMs, false);
     for (int i = 0; i < 20; i++) {
-        ASSERT_EQ(send(kArp, 1000).action, kTcActOk) << "ARP " << i;
-        ASSERT_EQ(send(kNeighbourSolicitation, 1000).action, kTcActOk) << "solicitation " << i;
+        ASSERT_EQ(send(kArp, 1000).action, kPass) << "ARP " << i;
+        ASSERT_EQ(send(kNeighbourSolicitation, 1000).action, kPass) << "solicitation " << i;
     }
     int dropped = 0;
     for (int i = 0; i < 20; i++)
@@ -345,11 +345,11 @@ TEST_F(FlowsDatapath, NeighbourDiscoveryIsNeverDroppedByCoDel)
     shaper_class_clock clock{};
     clock.tat_ns = now_ns() + 5 * kSec;
     maps_->write_clock(1, clock);
-    ASSERT_EQ(send({.proto = 17}, 100).action, kTcActOk);  // the delay goes above target
+    ASSERT_EQ(send({.proto = 17}, 100).action, kPass);  // the delay goes above target
     std::this_thread::sleep_for(std::chrono::milliseconds(25));
     // An interval later CoDel acts on the next packet it sees: never a neighbour packet.
-    EXPECT_EQ(send(kArp, 100).action, kTcActOk);
-    EXPECT_EQ(send(kNeighbourSolicitation, 100).action, kTcActOk);
+    EXPECT_EQ(send(kArp, 100).action, kPass);
+    EXPECT_EQ(send(kNeighbourSolicitation, 100).action, kPass);
     EXPECT_EQ(send({.proto = 17}, 100).action, kTcActShot);
     EXPECT_EQ(maps_->counters(1).drops_aqm, 1u);
 }
