@@ -176,7 +176,7 @@ const char* mode_name(uint32_t mode)
     return mode == SHAPER_MODE_POLICE ? "police" : "edt";
 }
 
-void require_privileges()
+void require_privileges(bool loading)
 {
     __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
     __user_cap_data_struct data[2] = {};
@@ -186,6 +186,11 @@ void require_privileges()
     const bool bpf = has(CAP_SYS_ADMIN) || has(CAP_BPF);
     if (!bpf || !has(CAP_NET_ADMIN))
         throw Error("permission denied: shaperctl needs root (CAP_BPF and CAP_NET_ADMIN)");
+    // The verifier refuses the datapath's pointer arithmetic without CAP_PERFMON, with a bare
+    // "Bad address": say what is missing instead.
+    if (loading && !has(CAP_SYS_ADMIN) && !has(CAP_PERFMON))
+        throw Error("permission denied: loading the datapath needs CAP_PERFMON (or CAP_SYS_ADMIN) "
+                    "beside CAP_BPF and CAP_NET_ADMIN");
 }
 
 namespace {
@@ -226,7 +231,7 @@ void change_fq(const Device& device, const ShaperMaps& maps, AttachRecord& recor
 
 AttachResult Shaper::attach(const std::string& dev, const AttachOptions& options)
 {
-    require_privileges();
+    require_privileges(/*loading=*/true);
     const Device device = Device::resolve(dev);
     if (options.mode != SHAPER_MODE_EDT && options.fq_given.any())
         throw Error(dev_prefix(device) + "fq options apply to edt mode only");

@@ -137,8 +137,9 @@ private:
     Fd lock_;  // held for the object's life: one shaperctl at a time changes a device
 };
 
-// Error when the process lacks CAP_BPF/CAP_SYS_ADMIN or CAP_NET_ADMIN.
-void require_privileges();
+// Error when the process lacks CAP_BPF/CAP_SYS_ADMIN or CAP_NET_ADMIN, or, when it will load the
+// datapath, CAP_PERFMON/CAP_SYS_ADMIN.
+void require_privileges(bool loading = false);
 
 const char* mode_name(uint32_t mode);
 

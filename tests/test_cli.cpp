@@ -499,3 +499,24 @@ TEST_F(Cli, ListShowsManagedDevices)
 }
 
 }  // namespace
+
+// Loading the datapath without CAP_PERFMON: one line naming the capability, not the verifier's
+// bare "Bad address", and nothing attached. On a host-namespace veth: entering a namespace would
+// itself need CAP_SYS_ADMIN.
+TEST(CliPrivileges, AttachWithoutPerfmonNamesTheCapability)
+{
+    if (run("setpriv --help 2>&1 | grep -q -- --ambient-caps").status != 0)
+        GTEST_SKIP() << "no util-linux setpriv (busybox's has no --ambient-caps)";
+    const std::string dev = "pc" + std::to_string(getpid() % 100000);
+    ASSERT_EQ(run("ip link add " + dev + " type veth peer name " + dev + "p").status, 0);
+    const std::string caps = "-all,+bpf,+net_admin";
+    const Outcome o = shaperctl_run("attach --dev " + dev + " --mode police",
+                                    "setpriv --inh-caps=" + caps + " --ambient-caps=" + caps +
+                                        " --bounding-set=" + caps + " ");
+    const Outcome list = shaperctl_run("list --json");
+    run("ip link del " + dev);
+    EXPECT_NE(o.status, 0);
+    EXPECT_EQ(o.err, "shaperctl: permission denied: loading the datapath needs CAP_PERFMON (or "
+                     "CAP_SYS_ADMIN) beside CAP_BPF and CAP_NET_ADMIN\n");
+    EXPECT_EQ(list.out.find("\"" + dev + "\""), std::string::npos) << list.out;
+}
