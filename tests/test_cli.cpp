@@ -505,8 +505,8 @@ TEST_F(Cli, ListShowsManagedDevices)
 // itself need CAP_SYS_ADMIN.
 TEST(CliPrivileges, AttachWithoutPerfmonNamesTheCapability)
 {
-    if (run("setpriv --help 2>&1 | grep -q -- --ambient-caps").status != 0)
-        GTEST_SKIP() << "no util-linux setpriv (busybox's has no --ambient-caps)";
+    if (run("setpriv --help 2>&1 | grep -q -- --bounding-set").status != 0)
+        GTEST_SKIP() << "no util-linux setpriv (busybox's has no --bounding-set)";
     const std::string dev = "pc" + std::to_string(getpid() % 100000);
     ASSERT_EQ(run("ip link add " + dev + " type veth peer name " + dev + "p").status, 0);
     const std::string caps = "-all,+bpf,+net_admin";
