@@ -1,4 +1,4 @@
-// Control-plane scale (issue 9, part 3), on a device attached by the real CLI:
+// Control-plane scale (bench/run.sh, part 3), on a device attached by the real CLI:
 //   shaperctl -n NS attach --dev DEV --mode police --max-classes 131072
 //   control_bench --netns NS --dev DEV --classes 100000 --json out.json
 // Works on the device's pinned maps (ShaperMaps::open_pinned(Device::resolve(dev).pin_dir()))

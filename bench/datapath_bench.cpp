@@ -1,4 +1,4 @@
-// Datapath cost per packet through BPF_PROG_TEST_RUN (issue 9, part 1).
+// Datapath cost per packet through BPF_PROG_TEST_RUN (bench/run.sh, part 1).
 //
 // Every row runs one packet `repeat` times inside the kernel (bpf_test_run's loop); the kernel
 // reports the mean ns per run; a row's value is the median over `runs` such calls. The programs:
@@ -78,7 +78,7 @@ struct Options {
 };
 
 // Ethernet + IPv4 + UDP, 128 bytes on the wire, to 10.201.0.1: well formed, so that a
-// classifier parsing headers (issue 4) sees a real packet.
+// classifier parsing headers for rules sees a real packet.
 std::vector<uint8_t> udp_frame(uint32_t dst_ip_host_order = 0x0ac90001, uint16_t sport = 40000)
 {
     std::vector<uint8_t> frame(128, 0);
@@ -662,7 +662,7 @@ try {
     rows.push_back(not_yet("aqm", "(g) shaperctl, AQM on", o, "aqm"));
 #endif
 
-    // The goal (issue 9): the goal's configuration (h), 100k classes and 10k rules, at most 1.5x
+    // The goal: the goal's configuration (h), 100k classes and 10k rules, at most 1.5x
     // the clock-and-stamp floor (b). The same bound for one class (c) is reported beside it.
     const double a = row_ns("empty"), b = row_ns("floor");
     auto goal_of = [&](const std::string& name, double measured) -> json {

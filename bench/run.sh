@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/run.sh — issue 9: datapath cost per packet, HTB comparison, control-plane scale, in one
+# bench/run.sh — datapath cost per packet, HTB comparison, control-plane scale, in one
 # run. Prints a table; writes bench/results/latest.json (and latest.png with gnuplot).
 # Needs root. Method and numbers: bench/README.md.
 #

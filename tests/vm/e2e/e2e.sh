@@ -284,7 +284,7 @@ case_flows8() {
   _jain=$(jain /tmp/p8.json)
   check_rate tcp-8flows-20mbit "$(jq '.end.sum_received.bits_per_second' /tmp/p8.json)" \
     "$(calc "20e6 * $TCP_FRAC")" 5 "per flow $_per Mbit/s, Jain $_jain"
-  # Issue 6: the ping leaves ahead of the backlog (plain EDT: ~400 ms). Bounds generous for TCG.
+  # Sparse flows: the ping leaves ahead of the backlog (plain EDT: ~400 ms). Bounds generous for TCG.
   _rtts=$(grep -o 'time=[0-9.]*' /tmp/p8-ping.txt | cut -d= -f2 | sort -n)
   _n=$(echo "$_rtts" | grep -c . || true)
   _p99=$(echo "$_rtts" | p99)
@@ -293,7 +293,7 @@ case_flows8() {
   else
     result FAIL sparse-ping-under-8flows "ping p99 ${_p99:-?} ms over $_n replies (bound 20 ms)"
   fi
-  # Fair shares (issue 6): the bench measures 0.999 over 14 s; a generous bound for 6 s on TCG.
+  # Fair shares: the bench (bench/latency.sh) measures 0.999 over 14 s; a generous bound for 6 s on TCG.
   if cond "$_jain >= 0.95"; then
     result PASS fairness-8flows "Jain $_jain over the 8 bulk flows in 6 s (bound 0.95)"
   else
