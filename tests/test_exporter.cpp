@@ -399,7 +399,7 @@ constexpr uint64_t cap_bit(int cap)
     return uint64_t(1) << cap;
 }
 
-// Serving, the exporter holds only what reading the maps takes (README, "Privileges"): as root
+// Serving, the exporter holds only what reading the maps takes (docs/operations.md, "Privileges"): as root
 // CAP_BPF and CAP_NET_ADMIN; as another user with those and CAP_DAC_OVERRIDE given (as the
 // systemd unit gives them), the same three, and it still reads every counter.
 TEST_F(Exporter, KeepsOnlyTheCapabilitiesReadingTheMapsTakes)
