@@ -257,7 +257,7 @@ run() {
   cni DEL "$_ctr" 0 null || echo "  ! bridge DEL: $(head -c 200 /tmp/cni.out /tmp/cni.err)" >&2
   # (the ifb module makes ifb0 and ifb1 at load: not the plugin's)
   _left="$(ip -br link show type ifb | grep -Ev '^ifb[01] ' | tr -s ' ' | tr '\n' ';')$(tc qdisc show | grep -v 'qdisc noqueue' | tr -s ' ' | tr '\n' ';')"
-  [ ! -d /sys/fs/bpf/shaperctl ] || _left="$_left pins: $(ls /sys/fs/bpf/shaperctl | tr '\n' ' ')"
+  [ -z "$(ls -A /sys/fs/bpf/shaperctl 2>/dev/null)" ] || _left="$_left pins: $(ls /sys/fs/bpf/shaperctl | tr '\n' ' ')"
   [ -n "$_left" ] || _left="no ifb, no qdisc but the defaults, no shaperctl pin"
   jq -n -c --arg p "$_key" --arg l "$_left" '{cleanup: true, plugin: $p, left: $l}' | sed 's/^/@@CNI /'
   ip netns del "$_ctr"
