@@ -58,7 +58,8 @@ if [ -z "${SHAPERCTL_VM:-}" ]; then
     # Rows come back as "@@ACC {json}" lines; everything else is progress, shown as it comes.
     # shellcheck disable=SC2086
     "$repo/tests/vm/run.sh" --timeout 1200 --bin "$tmp/bin/shaperctl" \
-      --file "$repo/tests/vm/e2e/lib.sh:/usr/local/share/shaperctl-e2e/lib.sh" "$0" $only \
+      --file "$repo/tests/vm/e2e/lib.sh:/usr/local/share/shaperctl-e2e/lib.sh" \
+      --file "$here/tcp-rows.sh:/usr/local/share/shaperctl-bench/tcp-rows.sh" "$0" $only \
       2>&1 | tee "$tmp/console.txt" | grep --line-buffered -v '^@@ACC '
     rc=$(sed -n 's/^run.sh: scenario .* exited \([0-9]*\).*/\1/p' "$tmp/console.txt")
     grep '^@@ACC ' "$tmp/console.txt" | sed 's/^@@ACC //' >"$tmp/rows.jsonl"
@@ -221,6 +222,7 @@ fi
 # busybox sh. Topology: s: va 10.9.0.1 <-veth-> r: vb 10.9.0.2, the shaper on va's egress.
 
 . /usr/local/share/shaperctl-e2e/lib.sh
+. /usr/local/share/shaperctl-bench/tcp-rows.sh   # cmd
 SCENARIOS="${*:-$ALL_SCENARIOS}"
 want() { case " $SCENARIOS " in *" $1 "*) return 0 ;; esac; return 1; }
 PORT=5300
@@ -239,17 +241,7 @@ echo "@@ACC $(jq -n -c --arg k "$(uname -r)" --arg cpus "$(nproc)" \
   --arg iperf "$("$IPERF3" --version | head -n1)" --arg tcv "$(tc -V)" \
   '{meta: {kernel: $k, cpus: $cpus, "sender_sysctl tso_rtt_log cc limit_output_bytes": $sys, offloads: $gso, iperf3: $iperf, tc: $tcv, ecn: "tcp_ecn=1 in s and r"}}')"
 
-CMDS="" FAILED="" TRAFFIC_PRE=""
-# cmd ARGS...: runs one configuration command and keeps its text for the JSON.
-cmd() {
-  CMDS="$CMDS$*
-"
-  if ! "$@" >/tmp/cmd.out 2>&1; then
-    FAILED="${FAILED}command failed: $* ($(head -c 200 /tmp/cmd.out | tr '\n' ' ')); "
-    echo "  ! $* failed: $(head -c 200 /tmp/cmd.out)" >&2
-    return 1
-  fi
-}
+TRAFFIC_PRE=""
 
 # rate_bps RATE: bits/s of "100kbit", "20mbit".
 rate_bps() {

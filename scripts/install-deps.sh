@@ -17,6 +17,7 @@ packages=(
   qemu-system-x86 busybox-static cpio kmod zstd xz-utils
   # benchmarks
   gnuplot-nox jq python3-jsonschema
+  containernetworking-plugins  # bench/cni.sh: the reference bridge + host-local + bandwidth plugins
 )
 
 missing=()
