@@ -1,32 +1,40 @@
 #!/bin/sh
-# shaperctl demo: one TCP flow over a veth between two network namespaces, shaped by
-# shaperctl (edt mode, sch_fq) at 5, 20 and 100 Mbit/s, changed live with change-class; prints
-# configured vs measured vs expected goodput, then `shaperctl status --json`. ~1 minute.
+# The demo: one TCP flow over a veth between two network namespaces, shaped by shaperctl (edt
+# mode, sch_fq) at 5, 20 and 100 Mbit/s, changed live with change-class; prints configured vs
+# measured vs expected goodput, then `shaperctl status --json`. ~1 minute. Needs root.
 #
-# usage: tests/vm/demo.sh [--bin PATH]      (default PATH: build/cli/shaperctl)
+# usage: sudo scripts/demo.sh [--bin PATH]   (no --bin: builds first, then runs build/cli/shaperctl)
 #
 # sch_fq does the pacing. If this host's kernel has it (probed by adding one in a throwaway
-# network namespace), the demo runs here, as root, in its own namespaces. Otherwise it runs in
-# the stock-kernel VM (tests/vm/run.sh: Debian 12's cloud kernel under qemu TCG).
+# network namespace), the demo runs here, in its own namespaces. Otherwise it says so and runs in
+# the stock-kernel VM (vm/run.sh: Debian 12's cloud kernel under qemu TCG).
 # Expected goodput: every 1448-byte TCP payload (MTU 1500, timestamps on) costs 1514 bytes
 # on the wire plus 24 of Ethernet overhead (--overhead 24), so goodput = rate x 1448 / 1538.
 set -u
 
 RATES="5 20 100"   # Mbit/s, 3 s each
 
-# --- on the host: decide where to run -----------------------------------------------
+# --- on the host: build, decide where to run -----------------------------------------
 
 if [ "${SHAPERCTL_VM:-}" != 1 ] && [ "${SHAPERCTL_DEMO_HERE:-}" != 1 ]; then
   here="$(cd "$(dirname "$0")" && pwd)"
-  repo="$(cd "$here/../.." && pwd)"
-  bin="$repo/build/cli/shaperctl"
+  repo="$(cd "$here/.." && pwd)"
+  bin=""
   while [ $# -gt 0 ]; do
     case "$1" in
       --bin) [ $# -ge 2 ] || { echo "usage: $0 [--bin PATH]" >&2; exit 2; }; bin="$2"; shift 2 ;;
-      -h|--help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+      -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
       *) echo "usage: $0 [--bin PATH]" >&2; exit 2 ;;
     esac
   done
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "scripts/demo.sh: run as root" >&2
+    exit 1
+  fi
+  if [ -z "$bin" ]; then
+    bash "$repo/scripts/build.sh" || exit 1
+    bin="$repo/build/cli/shaperctl"
+  fi
   if [ ! -x "$bin" ]; then
     echo "demo: no shaperctl at $bin; build it first:" >&2
     echo "  cmake -S $repo -B $repo/build && make -C $repo/build -j2" >&2
@@ -49,7 +57,7 @@ if [ "${SHAPERCTL_VM:-}" != 1 ] && [ "${SHAPERCTL_DEMO_HERE:-}" != 1 ]; then
       command -v "$t" >/dev/null || { echo "demo: $t is missing (scripts/install-deps.sh)" >&2; exit 2; }
     done
     echo "demo: this kernel ($(uname -r)) has sch_fq: running here, in namespaces of its own"
-    SHAPERCTL="$(readlink -f "$bin")" SHAPERCTL_DEMO_HERE=1 LIB="$here/e2e/lib.sh" exec sh "$0"
+    SHAPERCTL="$(readlink -f "$bin")" SHAPERCTL_DEMO_HERE=1 LIB="$repo/vm/lib.sh" exec sh "$0"
   fi
   echo "demo: this kernel ($(uname -r)) has no sch_fq: running in the stock-kernel VM (Debian 12 cloud kernel, qemu TCG; a few seconds to boot)"
   # The guest finds the binary as /usr/local/bin/shaperctl (run.sh keeps the basename).
@@ -59,15 +67,14 @@ if [ "${SHAPERCTL_VM:-}" != 1 ] && [ "${SHAPERCTL_DEMO_HERE:-}" != 1 ]; then
     ln -s "$(readlink -f "$bin")" "$linkdir/shaperctl"
     bin="$linkdir/shaperctl"
   fi
-  "$here/run.sh" --timeout 240 --bin "$bin" \
-    --file "$here/e2e/lib.sh:/usr/local/share/shaperctl-e2e/lib.sh" "$0"
+  "$repo/vm/run.sh" --timeout 240 --bin "$bin" "$0"
   exit $?
 fi
 
 # --- the demo (in the VM, or on a host with sch_fq) ----------------------------------
 
-: "${LIB:=/usr/local/share/shaperctl-e2e/lib.sh}"
-# shellcheck source=e2e/lib.sh
+: "${LIB:=/usr/local/share/shaperctl-vm/lib.sh}"
+# shellcheck source=../vm/lib.sh
 . "$LIB"
 
 A="demo-a-$$" B="demo-b-$$"
