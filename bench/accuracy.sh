@@ -1,5 +1,5 @@
 #!/bin/sh
-# Shaping accuracy and latency: shaperctl against HTB, TBF and FQ maxrate (issue 5). The same
+# Shaping accuracy and latency: shaperctl against HTB, TBF and FQ maxrate. The same
 # traffic, in one VM run, through each shaper on the sender's veth egress:
 #   1. one TCP flow (GSO/TSO on) at 100 kbit (15 s; again, 12 s, with tcp_tso_rtt_log=0),
 #      2 Mbit (10 s), 20 and 200 Mbit (5 s);

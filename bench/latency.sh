@@ -1,5 +1,5 @@
 #!/bin/sh
-# Bounded delay and fairness inside one class (issue 6): a 20 Mbit class and a ping every 50 ms,
+# Bounded delay and fairness inside one class: a 20 Mbit class and a ping every 50 ms,
 # in three scenarios: 8 bulk TCP flows; 64 bulk TCP flows; 8 bulk TCP flows plus a UDP flood at
 # 5x the class rate in the same class. For each variant of the class (plain EDT: one clock, a
 # virtual FIFO; sparse flows first; fair shares; CoDel with ECN or dropping) it prints ping RTT,

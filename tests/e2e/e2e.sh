@@ -293,7 +293,7 @@ case_flows8() {
   else
     result FAIL sparse-ping-under-8flows "ping p99 ${_p99:-?} ms over $_n replies (bound 20 ms)"
   fi
-  # Fair shares (issue 6): the bench measures 0.999 over 14 s; a generous bound for 6 s on TCG.
+  # Fair shares: the bench measures 0.999 over 14 s; a generous bound for 6 s on TCG.
   if cond "$_jain >= 0.95"; then
     result PASS fairness-8flows "Jain $_jain over the 8 bulk flows in 6 s (bound 0.95)"
   else
