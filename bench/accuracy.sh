@@ -35,7 +35,7 @@ if [ -z "${SHAPERCTL_VM:-}" ]; then
       --out) out="$2"; shift 2 ;;
       --only) only="$2"; shift 2 ;;
       --report) report=1; shift ;;
-      -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+      -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
       *) echo "usage: $0 [--bin PATH] [--out DIR] [--only \"SCENARIO...\"]" >&2; exit 2 ;;
     esac
   done
