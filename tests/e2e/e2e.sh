@@ -1,6 +1,6 @@
 #!/bin/sh
 # shaperctl end-to-end scenario: runs inside the stock-kernel VM (busybox sh), started by
-# tests/vm/e2e/run-e2e.sh. Prints one result line per case:
+# tests/e2e/run-e2e.sh. Prints one result line per case:
 #   PASS|FAIL|XFAIL|XPASS|SKIP|INFO NAME: TEXT [SECONDS s]
 # (XFAIL: a known product bug reproduced, see the case; XPASS: that bug looks fixed.)
 # Indented lines are details. Exits 1 if any case FAILed.
@@ -28,9 +28,9 @@
 #   UDP 100-byte datagrams: 100 + 8 + 20 + 14 = 142, charged 166 => rate * 100 / 166
 set -u
 
-LIB=/usr/local/share/shaperctl-e2e/lib.sh
-[ -f "$LIB" ] || LIB="$(dirname "$0")/lib.sh"
-# shellcheck source=lib.sh
+LIB=/usr/local/share/shaperctl-vm/lib.sh
+[ -f "$LIB" ] || LIB="$(dirname "$0")/../../vm/lib.sh"
+# shellcheck source=../../vm/lib.sh
 . "$LIB"
 
 PASSES=0 FAILS=0 XFAILS=0 XPASSES=0 SKIPS=0
@@ -293,7 +293,7 @@ case_flows8() {
   else
     result FAIL sparse-ping-under-8flows "ping p99 ${_p99:-?} ms over $_n replies (bound 20 ms)"
   fi
-  # Fair shares: the bench (bench/latency.sh) measures 0.999 over 14 s; a generous bound for 6 s on TCG.
+  # Fair shares: the bench measures 0.999 over 14 s; a generous bound for 6 s on TCG.
   if cond "$_jain >= 0.95"; then
     result PASS fairness-8flows "Jain $_jain over the 8 bulk flows in 6 s (bound 0.95)"
   else
@@ -721,7 +721,7 @@ case_fwd() {
 
 # --- upgrade ----------------------------------------------------------------
 # shaperctl_next is the same shaperctl with a BPF program one instruction longer
-# (tests/vm/e2e/shaper_next.bpf.c): another tag, so attaching either build over the other one
+# (tests/e2e/shaper_next.bpf.c): another tag, so attaching either build over the other one
 # swaps the program in place, each time a new program id.
 NEXT=$(command -v shaperctl_next || true)
 shaperctl_next() { "$NEXT" "$@"; }
