@@ -11,6 +11,7 @@
 #include <set>
 
 #include "cli/config_file.h"
+#include "cli/config_schema.h"
 #include "loader/cgroup.h"
 #include "loader/config.h"
 #include "loader/device.h"
@@ -435,7 +436,10 @@ TEST(ConfigSchema, MatchesTheParserAndValidatesDumps)
 {
     if (access(SHAPERCTL_SOURCE_DIR "/packaging/shaperctl-config.schema.json", R_OK) != 0)
         GTEST_SKIP() << "no source tree here (the stock-kernel VM has the binaries only)";
-    const json schema = json::parse(read_file(SHAPERCTL_SOURCE_DIR "/packaging/shaperctl-config.schema.json"));
+    const std::string shipped = read_file(SHAPERCTL_SOURCE_DIR "/packaging/shaperctl-config.schema.json");
+    EXPECT_EQ(shipped, shaperctl::config_schema_text())
+        << "the shipped schema is not what the class table makes: shaperctl schema > packaging/shaperctl-config.schema.json";
+    const json schema = json::parse(shipped);
     auto keys = [&](const json& object) {
         std::set<std::string> out;
         for (const auto& [k, v] : object["properties"].items())
