@@ -1,11 +1,15 @@
 #include "class_options.h"
 
+#include <algorithm>
+
 namespace shaperctl {
 
 void ClassOptions::add_to(CLI::App* cmd, bool add)
 {
     for (const ClassField& f : class_fields()) {
-        auto* option = cmd->add_option(std::string("--") + f.name, text_[f.name], f.help);
+        std::string option_name = std::string("--") + f.name;
+        std::replace(option_name.begin(), option_name.end(), '_', '-');
+        auto* option = cmd->add_option(option_name, text_[f.name], f.help);
         if (f.required && (add || f.kind == FieldKind::ClassId))
             option->required();
     }

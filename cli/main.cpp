@@ -1,5 +1,4 @@
-// shaperctl: parses the command line and prints; the work happens in loader/. Each subcommand is
-// one entry of kCommands: its options, and the function that runs it.
+// shaperctl: parses the command line (kCommands: each subcommand, its options and its run) and prints.
 #include <CLI/CLI.hpp>
 
 #include <chrono>
@@ -129,30 +128,25 @@ Run detach(CLI::App* cmd, Common& c)
     };
 }
 
-Run add_class(CLI::App* cmd, Common& c)
+// add-class (the required fields given) or change-class (the given fields over the class's own).
+Run class_verb(CLI::App* cmd, Common& c, bool add)
 {
     auto o = std::make_shared<ClassOptions>();
     dev_option(cmd, c);
-    o->add_to(cmd, true);
-    return [o, &c] {
-        const ClassSpec spec = o->apply({});
-        Shaper::open(c.dev).add_class(spec);
+    o->add_to(cmd, add);
+    return [o, add, &c] {
+        const ClassSpec given = o->apply({});  // validates the id and every given field
+        const Shaper shaper = Shaper::open(c.dev);
+        if (add)
+            shaper.add_class(given);
+        else
+            shaper.change_class(o->apply(shaper.class_spec(given.id)));
         return 0;
     };
 }
 
-Run change_class(CLI::App* cmd, Common& c)
-{
-    auto o = std::make_shared<ClassOptions>();
-    dev_option(cmd, c);
-    o->add_to(cmd, false);
-    return [o, &c] {
-        const ClassSpec probe = o->apply({});  // validates the id and every given field
-        const Shaper shaper = Shaper::open(c.dev);
-        shaper.change_class(o->apply(shaper.class_spec(probe.id)));
-        return 0;
-    };
-}
+Run add_class(CLI::App* cmd, Common& c) { return class_verb(cmd, c, true); }
+Run change_class(CLI::App* cmd, Common& c) { return class_verb(cmd, c, false); }
 
 Run del_class(CLI::App* cmd, Common& c)
 {
@@ -167,10 +161,7 @@ Run del_class(CLI::App* cmd, Common& c)
 
 Run set_default(CLI::App* cmd, Common& c)
 {
-    struct Opts {
-        std::string id;
-        bool none = false;
-    };
+    struct Opts { std::string id; bool none = false; };
     auto o = std::make_shared<Opts>();
     dev_option(cmd, c);
     auto* class_opt = cmd->add_option("--class", o->id, "class id");
@@ -208,9 +199,7 @@ Run del_rule(CLI::App* cmd, Common& c)
 
 Run status(CLI::App* cmd, Common& c)
 {
-    struct Opts {
-        std::string sample = "200ms", watch;
-    };
+    struct Opts { std::string sample = "200ms", watch; };
     auto o = std::make_shared<Opts>();
     dev_option(cmd, c);
     cmd->add_flag("--json", c.json, "print JSON (schema in README.md)");
@@ -258,10 +247,7 @@ Run dump(CLI::App* cmd, Common& c)
 
 Run apply(CLI::App* cmd, Common&)
 {
-    struct Opts {
-        std::string path;
-        bool dry_run = false;
-    };
+    struct Opts { std::string path; bool dry_run = false; };
     auto o = std::make_shared<Opts>();
     cmd->add_option("-f,--file", o->path, "JSON configuration (format of dump; README.md)")->required();
     cmd->add_flag("--dry-run", o->dry_run, "print the changes, make none");
@@ -289,9 +275,7 @@ Run doctor(CLI::App* cmd, Common& c)
 
 Run exporter(CLI::App* cmd, Common& c)
 {
-    struct Opts {
-        std::string listen = "127.0.0.1:9464", web_config;
-    };
+    struct Opts { std::string listen = "127.0.0.1:9464", web_config; };
     auto o = std::make_shared<Opts>();
     cmd->add_option("--listen", o->listen, "HOST:PORT to serve /metrics on (default 127.0.0.1:9464)");
     cmd->add_option("--web-config", o->web_config,
@@ -304,10 +288,7 @@ Run exporter(CLI::App* cmd, Common& c)
 
 Run schema(CLI::App*, Common&)
 {
-    return [] {
-        std::cout << config_schema_text();
-        return 0;
-    };
+    return [] { return std::cout << config_schema_text() ? 0 : 1; };
 }
 
 Run help_man(CLI::App*, Common& c)

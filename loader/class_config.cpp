@@ -87,6 +87,7 @@ shaper_class_config make_class_config(ClassSpec spec, uint32_t max_classes,
                    (spec.fair ? SHAPER_CLASS_FAIR : 0);
     config.aqm_target_ns = spec.aqm_target_ns;
     config.aqm_interval_ns = spec.aqm_interval_ns;
+    config.fair_tolerance_pm = spec.fair_tolerance;
     config.aqm_floor_ns = bytes_ns(SHAPER_AQM_FLOOR_BYTES, config.ns_per_byte_fp);
     // On top of the burst, two frames: the price of sparse flows.
     config.sparse_allowance_ns = bytes_ns(SHAPER_SPARSE_ALLOWANCE_BYTES, config.ns_per_byte_fp);
@@ -109,6 +110,8 @@ ClassSpec class_spec_from_config(uint32_t id, const shaper_class_config& config)
     spec.fair = config.flags & SHAPER_CLASS_FAIR;
     spec.aqm_target_ns = config.aqm_target_ns;
     spec.aqm_interval_ns = config.aqm_interval_ns;
+    // 0: written by a control plane that knew no tolerance, so the datapath's default.
+    spec.fair_tolerance = config.fair_tolerance_pm ? config.fair_tolerance_pm : SHAPER_FAIR_TOLERANCE_DEFAULT_PM;
     return spec;
 }
 

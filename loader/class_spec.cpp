@@ -49,6 +49,10 @@ const std::vector<ClassField>& class_fields()
         {"fair", "fair_shares", K::Switch, 0, 1,
          "on (default): bulk flows above their fair share of the class are marked or dropped (edt mode); off",
          CLASS_MEMBER(fair), "fair"},
+        {"fair_tolerance", "fair_tolerance_permille", K::Int, 1, SHAPER_FAIR_TOLERANCE_MAX_PM,
+         "how far a bulk flow may go past its fair share before it is marked or dropped, per mille "
+         "of the share, 1 to 1000 (default 125: an eighth)",
+         CLASS_MEMBER(fair_tolerance), "fair tolerance"},
     };
     return fields;
 }

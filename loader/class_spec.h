@@ -27,6 +27,7 @@ struct ClassSpec {
     bool fair = true;          // bulk flows above their fair share are marked or dropped (edt)
     uint64_t aqm_target_ns = SHAPER_DEFAULT_AQM_TARGET_NS;
     uint64_t aqm_interval_ns = SHAPER_DEFAULT_AQM_INTERVAL_NS;
+    uint32_t fair_tolerance = SHAPER_FAIR_TOLERANCE_DEFAULT_PM;  // per mille of the fair share
 
     bool operator==(const ClassSpec&) const = default;
 };
@@ -37,7 +38,7 @@ struct ClassSpec {
 enum class FieldKind { ClassId, Rate, Size, Time, Int, Switch };
 
 struct ClassField {
-    const char* name;        // the option --NAME, the file's key and the diff's word
+    const char* name;        // the file's key and the diff's word; the option is --NAME with - for _
     const char* status_key;  // its key in status --json
     FieldKind kind;
     int64_t min, max;        // in stored units (bit/s, bytes, ns)
