@@ -109,7 +109,7 @@ TEST_F(Apply, DumpThenApplyIsANoOpAndRebuildsTheSameState)
     EXPECT_EQ(d["default_class"], 3);
     EXPECT_EQ(d["classes"][0], json::parse(R"({"id": 1, "rate": "20mbit", "burst": "64kb", "parent": null,
         "overhead": 24, "mpu": "64b", "horizon": "10ms", "aqm": "codel", "target": "5ms",
-        "interval": "100ms", "ecn": "on", "sparse": "on", "fair": "on"})"));
+        "interval": "100ms", "ecn": "on", "sparse": "on", "fair": "on", "fair_tolerance": 125})"));
     EXPECT_EQ(d["classes"][2]["rate"], "56mbit");
     EXPECT_EQ(d["classes"][2]["ecn"], "off");
     EXPECT_EQ(d["classes"][2]["sparse"], "off");
