@@ -553,7 +553,7 @@ try {
         // clock is reset before each call: every cold class above sees its first packet, on an
         // idle clock, so the hot reference must take the same (idle) path.
         for (uint32_t i = 0; i < o.cold_calls; i++) {
-            s.maps.write_clock(chosen, shaper_class_clock{});
+            s.maps.write_clock(chosen, ClassClock{});
             s.settings(chosen, SHAPER_MODE_EDT);
             hot1.push_back(test_run(s.program.prog_fd(), frame, 1).duration_ns);
         }
@@ -787,7 +787,7 @@ try {
         s.settings(1, SHAPER_MODE_EDT);
         add("aqm", "(g) shaperctl, 1 class, AQM on, below target", "(g) AQM idle",
             measure(s.program.prog_fd(), o, frame, false,
-                    [&] { s.maps.write_clock(1, shaper_class_clock{}); }),
+                    [&] { s.maps.write_clock(1, ClassClock{}); }),
             repeat_method, "CoDel target 1 s, clock reset before each call: CoDel checks, never acts");
         s.expect_packets(1, expected);
     }
