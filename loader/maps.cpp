@@ -74,18 +74,6 @@ std::vector<std::pair<uint32_t, Value>> read_array(int fd, uint32_t entries, con
     return kept;
 }
 
-template <typename T>
-T load(const T& field)
-{
-    return std::atomic_ref<T>(const_cast<T&>(field)).load(std::memory_order_relaxed);
-}
-
-template <typename T, typename V>
-void store(T& field, V value, std::memory_order order = std::memory_order_relaxed)
-{
-    std::atomic_ref<T>(field).store(T(value), order);
-}
-
 // Moves a clock value ahead of now to now + (value - now) * old_rate / new_rate, by
 // compare-and-swap against the datapath's atomic adds: none is lost.
 void rescale_ahead(__u64* value, uint64_t old_rate, uint64_t new_rate)
@@ -104,42 +92,6 @@ void rescale_ahead(__u64* value, uint64_t old_rate, uint64_t new_rate)
 
 }  // namespace
 
-template <typename T>
-MappedArray<T>::MappedArray(int fd, uint64_t entries, const char* what) : bytes_(entries * sizeof(T))
-{
-    void* map = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (map == MAP_FAILED)
-        throw Error(errno_message(std::string("cannot map ") + what, errno));
-    base_ = static_cast<T*>(map);
-}
-
-template <typename T>
-MappedArray<T>::MappedArray(MappedArray&& other) noexcept
-    : base_(std::exchange(other.base_, nullptr)), bytes_(std::exchange(other.bytes_, 0))
-{
-}
-
-template <typename T>
-MappedArray<T>& MappedArray<T>::operator=(MappedArray&& other) noexcept
-{
-    if (this != &other) {
-        if (base_)
-            munmap(base_, bytes_);
-        base_ = std::exchange(other.base_, nullptr);
-        bytes_ = std::exchange(other.bytes_, 0);
-    }
-    return *this;
-}
-
-template <typename T>
-MappedArray<T>::~MappedArray()
-{
-    if (base_)
-        munmap(base_, bytes_);
-}
-
-template class MappedArray<shaper_class>;
-template class MappedArray<shaper_class_stats>;
 
 uint64_t monotonic_ns()
 {
@@ -229,18 +181,18 @@ void ShaperMaps::write_entry_config(uint32_t id, const shaper_class_config& conf
     // A class going away stops being used before anything else changes; one appearing is used
     // only once all of it is written.
     if (!(config.flags & SHAPER_CLASS_PRESENT))
-        store(e.flags, 0u, std::memory_order_release);
-    store(e.ns_per_byte_fp, config.ns_per_byte_fp);
-    store(e.burst_ns, config.burst_ns);
-    store(e.horizon_ns, config.horizon_ns);
-    store(e.aqm_target_ns, config.aqm_target_ns);
-    store(e.aqm_floor_ns, config.aqm_floor_ns);
-    store(e.overhead, config.overhead);
-    store(e.mpu, config.mpu);
-    store(e.parent_id, config.parent_id);
-    store(e.sparse_allowance_ns, config.sparse_allowance_ns);
-    store(e.aqm_interval_ns, config.aqm_interval_ns);
-    store(e.flags, config.flags, std::memory_order_release);
+        mapped_store(e.flags, 0u, std::memory_order_release);
+    mapped_store(e.ns_per_byte_fp, config.ns_per_byte_fp);
+    mapped_store(e.burst_ns, config.burst_ns);
+    mapped_store(e.horizon_ns, config.horizon_ns);
+    mapped_store(e.aqm_target_ns, config.aqm_target_ns);
+    mapped_store(e.aqm_floor_ns, config.aqm_floor_ns);
+    mapped_store(e.overhead, config.overhead);
+    mapped_store(e.mpu, config.mpu);
+    mapped_store(e.parent_id, config.parent_id);
+    mapped_store(e.sparse_allowance_ns, config.sparse_allowance_ns);
+    mapped_store(e.aqm_interval_ns, config.aqm_interval_ns);
+    mapped_store(e.flags, config.flags, std::memory_order_release);
 }
 
 void ShaperMaps::change_class(uint32_t id, const shaper_class_config& config) const
@@ -357,7 +309,7 @@ ClassClock ShaperMaps::clock(uint32_t id) const
     if (id >= max_classes_)
         throw Error("cannot read class clock " + std::to_string(id) + ": beyond the map");
     ClassClock c;
-    for_each_clock_field(entries_[id], c, [](const auto& field, auto& out) { out = load(field); });
+    for_each_clock_field(entries_[id], c, [](const auto& field, auto& out) { out = mapped_load(field); });
     return c;
 }
 
@@ -366,7 +318,7 @@ void ShaperMaps::write_clock(uint32_t id, const ClassClock& clock) const
     if (id >= max_classes_)
         throw Error("cannot write class clock " + std::to_string(id) + ": beyond the map");
     ClassClock c = clock;
-    for_each_clock_field(entries_[id], c, [](auto& field, auto value) { store(field, value); });
+    for_each_clock_field(entries_[id], c, [](auto& field, auto value) { mapped_store(field, value); });
 }
 
 ClassCounters ShaperMaps::counters(uint32_t id) const
@@ -376,7 +328,7 @@ ClassCounters ShaperMaps::counters(uint32_t id) const
     ClassCounters sum;
     for (uint32_t cpu = 0; cpu < cpus_; cpu++)
         for_each_counter(counters_[uint64_t(cpu) * max_classes_ + id], sum,
-                         [](const auto& counter, uint64_t& total) { total += load(counter); });
+                         [](const auto& counter, uint64_t& total) { total += mapped_load(counter); });
     return sum;
 }
 
@@ -385,7 +337,7 @@ void ShaperMaps::zero_counters(uint32_t id) const
     ClassCounters unused;
     for (uint32_t cpu = 0; cpu < cpus_; cpu++)
         for_each_counter(counters_[uint64_t(cpu) * max_classes_ + id], unused,
-                         [](auto& counter, uint64_t&) { store(counter, 0); });
+                         [](auto& counter, uint64_t&) { mapped_store(counter, 0); });
 }
 
 std::vector<std::pair<uint32_t, shaper_rule>> ShaperMaps::rules() const

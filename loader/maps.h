@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "loader/fd.h"
+#include "loader/mapped_array.h"
 #include "shaper_abi.h"
 
 namespace shaperctl {
@@ -30,25 +31,6 @@ struct ClassClock {
     uint64_t fair_epoch_ns = 0, fair_epoch_tat_ns = 0, fair_flows = 0, fair_share_ns = 0;
     uint32_t fair_epoch = 0;
     uint64_t fair_epoch_len_ns = 0;
-};
-
-// An mmapable array map mapped shared: the control plane's atomics meet the datapath's there.
-template <typename T>
-class MappedArray {
-public:
-    MappedArray() = default;
-    MappedArray(int fd, uint64_t entries, const char* what);
-    MappedArray(MappedArray&& other) noexcept;
-    MappedArray& operator=(MappedArray&& other) noexcept;
-    MappedArray(const MappedArray&) = delete;
-    MappedArray& operator=(const MappedArray&) = delete;
-    ~MappedArray();
-
-    T& operator[](uint64_t i) const { return base_[i]; }
-
-private:
-    T* base_ = nullptr;
-    size_t bytes_ = 0;
 };
 
 class ShaperMaps {
