@@ -914,8 +914,11 @@ case_upgrade() {
     / packets transmitted/ { tx = $1; rx = $4 }
     END { printf "%d %d %d %.3f %.1f %d %.3f %.1f\n", tx, rx, nn, wmax, wgap * 1000, no, omax, ogap * 1000 }' /tmp/up-ping.txt)
   set -- $_v "$(p99 /tmp/up-rtt-swap.txt)" "$(p99 /tmp/up-rtt-else.txt)"
-  _msg="$2 of $1 replies (every 5 ms); at the swaps ($3 replies) RTT p99 $9 ms, max $4 ms, largest gap between replies $5 ms; elsewhere ($6) p99 ${10} ms, max $7 ms, gap $8 ms (bounds at the swaps: none lost, max RTT 50 ms, gap 60 ms)"
-  if [ "$1" -gt 1000 ] && [ "$1" = "$2" ] && [ "$3" -gt 50 ] && cond "$4 <= 50 && $5 <= 60"; then
+  # The bounds at the swaps: 50 ms RTT and a 60 ms gap, or 20 ms above what the guest's own
+  # stalls gave elsewhere in the run when those were larger (a swap must add no outage of its own).
+  _rb=$(calc "($7 + 20 > 50 ? $7 + 20 : 50)") _gb=$(calc "($8 + 20 > 60 ? $8 + 20 : 60)")
+  _msg="$2 of $1 replies (every 5 ms); at the swaps ($3 replies) RTT p99 $9 ms, max $4 ms, largest gap between replies $5 ms; elsewhere ($6) p99 ${10} ms, max $7 ms, gap $8 ms (bounds at the swaps: none lost, max RTT $(fmt_num "$_rb" 1) ms, gap $(fmt_num "$_gb" 1) ms)"
+  if [ "$1" -gt 1000 ] && [ "$1" = "$2" ] && [ "$3" -gt 50 ] && cond "$4 <= $_rb && $5 <= $_gb"; then
     result PASS upgrade-ping "$_msg"
   else
     result FAIL upgrade-ping "$_msg"
