@@ -917,7 +917,7 @@ case_upgrade() {
   # The bounds at the swaps: 50 ms RTT and a 60 ms gap, or 20 ms above what the guest's own
   # stalls gave elsewhere in the run when those were larger (a swap must add no outage of its own).
   _rb=$(calc "($7 + 20 > 50 ? $7 + 20 : 50)") _gb=$(calc "($8 + 20 > 60 ? $8 + 20 : 60)")
-  _msg="$2 of $1 replies (every 5 ms); at the swaps ($3 replies) RTT p99 $9 ms, max $4 ms, largest gap between replies $5 ms; elsewhere ($6) p99 ${10} ms, max $7 ms, gap $8 ms (bounds at the swaps: none lost, max RTT $(fmt_num "$_rb" 1) ms, gap $(fmt_num "$_gb" 1) ms)"
+  _msg="$2 of $1 replies (every 5 ms); at the swaps ($3 replies) RTT p99 $9 ms, max $4 ms, largest gap between replies $5 ms; elsewhere ($6) p99 ${10} ms, max $7 ms, gap $8 ms (bounds at the swaps: none lost, max RTT $(printf %.1f "$_rb") ms, gap $(printf %.1f "$_gb") ms)"
   if [ "$1" -gt 1000 ] && [ "$1" = "$2" ] && [ "$3" -gt 50 ] && cond "$4 <= $_rb && $5 <= $_gb"; then
     result PASS upgrade-ping "$_msg"
   else
