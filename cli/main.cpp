@@ -114,6 +114,10 @@ int main(int argc, char** argv)
     app.require_subcommand(1);
     std::string dev, netns;
     app.add_option("-n,--netns", netns, "network namespace of the device (/run/netns/NAME, as ip -n)");
+    bool ingress = false;  // the device's receive side, with classes, rules and counters of its own
+    auto add_ingress_flag = [&](CLI::App* cmd) {
+        return cmd->add_flag("--ingress", ingress, "the device's receive side (its own classes, rules, default, counters)");
+    };
 
     auto* attach = app.add_subcommand("attach", "start shaping a device (tcx or tc clsact egress + fq)");
     std::string mode = "edt", fq_horizon = "10s", fq_flow_limit, fq_limit, max_classes;
@@ -122,6 +126,8 @@ int main(int argc, char** argv)
     auto* fq_horizon_opt = attach->add_option("--fq-horizon", fq_horizon, "sch_fq horizon: departure times further ahead are dropped; at least every class horizon");
     auto* fq_flow_limit_opt = attach->add_option("--fq-flow-limit", fq_flow_limit, "sch_fq packets per flow (default 100000; the kernel's 100 overflows under small packets)");
     auto* fq_limit_opt = attach->add_option("--fq-limit", fq_limit, "sch_fq packets in all (default 1000000)");
+    auto* mode_opt = attach->get_option("--mode");
+    add_ingress_flag(attach);
     attach->add_option("--max-classes", max_classes, "class id capacity, fixed at first attach (default 16384)");
 
     auto* detach = app.add_subcommand("detach", "stop shaping; restore the prior qdisc, remove every pin");
@@ -130,19 +136,23 @@ int main(int argc, char** argv)
     auto* detach_from = detach->add_option("-f,--file", detach_file_path,
                                            "every attached device of this configuration file (as apply reads it)");
     detach_dev->excludes(detach_from);
+    add_ingress_flag(detach)->excludes(detach_from);
 
     ClassOptions add_opts, change_opts;
     auto* add = app.add_subcommand("add-class", "create a class");
     add->add_option("--dev", dev, "network device")->required();
     add_opts.add_to(add, true);
+    add_ingress_flag(add);
     auto* change = app.add_subcommand("change-class", "change a class; its clock carries on");
     change->add_option("--dev", dev, "network device")->required();
     change_opts.add_to(change, false);
+    add_ingress_flag(change);
 
     std::string del_id;
     auto* del = app.add_subcommand("del-class", "delete a class without children");
     del->add_option("--dev", dev, "network device")->required();
     del->add_option("--id", del_id, "class id")->required();
+    add_ingress_flag(del);
 
     std::string default_id;
     bool no_default = false;
@@ -151,6 +161,7 @@ int main(int argc, char** argv)
     auto* class_opt = set_default->add_option("--class", default_id, "class id");
     auto* none_opt = set_default->add_flag("--none", no_default, "unclassified packets pass unshaped");
     class_opt->excludes(none_opt);
+    add_ingress_flag(set_default);
 
     RuleArgs rule_args;
     auto* add_rule = app.add_subcommand("add-rule", "send matching packets to a class (lowest pref wins)");
@@ -167,11 +178,13 @@ int main(int argc, char** argv)
     add_rule->add_option("--priority", rule_args.priority, "skb priority: N, or MAJ:MIN as tc writes classids");
     add_rule->add_option("--dscp", rule_args.dscp, "DSCP code point 0 to 63");
     add_rule->add_option("--vlan", rule_args.vlan, "outermost VLAN id 1 to 4094");
+    add_ingress_flag(add_rule);
 
     std::string del_pref;
     auto* del_rule = app.add_subcommand("del-rule", "delete a rule");
     del_rule->add_option("--dev", dev, "network device")->required();
     del_rule->add_option("--pref", del_pref, "the rule's pref")->required();
+    add_ingress_flag(del_rule);
 
     bool json = false;
     std::string sample = "200ms", watch;
@@ -180,6 +193,7 @@ int main(int argc, char** argv)
     status->add_flag("--json", json, "print JSON (schema in README.md)");
     status->add_option("--sample", sample, "interval over which rates are measured (0 for none)");
     status->add_option("--watch", watch, "redraw every INTERVAL (1s, 500ms) with rates over it; Ctrl-C quits");
+    add_ingress_flag(status);
 
     auto* list = app.add_subcommand("list", "every device shaperctl manages");
     list->add_flag("--json", json, "print JSON");
@@ -268,8 +282,13 @@ int main(int argc, char** argv)
         }
         if (!netns.empty())
             enter_netns(netns);
+        const Direction side = ingress ? Direction::Ingress : Direction::Egress;
         if (*attach) {
+            if (ingress && mode_opt->count())
+                throw Error("attach --ingress takes no --mode: received packets are not queued, "
+                            "so ingress marks and drops");
             AttachOptions options;
+            options.direction = side;
             options.mode = parse_mode(mode);
             options.fq.horizon_ns = parse_time(fq_horizon);
             if (!fq_flow_limit.empty())
@@ -284,14 +303,17 @@ int main(int argc, char** argv)
             const char* fq_note = result.fq_changed ? "; fq options changed" : "";
             switch (result.outcome) {
             case AttachOutcome::Attached:
-                std::printf("attached to %s (%s mode)\n", dev.c_str(), mode_name(options.mode));
+                if (ingress)
+                    std::printf("attached to %s ingress\n", dev.c_str());
+                else
+                    std::printf("attached to %s (%s mode)\n", dev.c_str(), mode_name(options.mode));
                 break;
             case AttachOutcome::Upgraded:
                 std::printf("%s: program upgraded in place; classes and clocks kept%s\n", dev.c_str(), fq_note);
                 break;
             case AttachOutcome::Moved:
                 std::printf("%s: moved to %s; classes, rules and clocks kept%s\n", dev.c_str(),
-                            attach_point_name(result.hook), fq_note);
+                            attach_point_name(result.hook, side), fq_note);
                 break;
             case AttachOutcome::AlreadyAttached:
                 std::printf("%s: already attached with this program; %s\n", dev.c_str(),
@@ -304,36 +326,36 @@ int main(int argc, char** argv)
             } else {
                 if (dev.empty())
                     throw Error("detach needs --dev DEV or -f FILE");
-                Shaper::detach(dev);
-                std::printf("detached from %s\n", dev.c_str());
+                Shaper::detach(dev, side);
+                std::printf("detached from %s%s\n", dev.c_str(), ingress ? " ingress" : "");
             }
         } else if (*add) {
-            ClassSpec spec = add_opts.apply({});
-            Shaper::open(dev).add_class(spec);
+            ClassSpec spec = add_opts.apply(class_defaults(side));
+            Shaper::open(dev, side).add_class(spec);
         } else if (*change) {
             ClassSpec probe = change_opts.apply({});  // validates the id and every given field
-            const Shaper shaper = Shaper::open(dev);
+            const Shaper shaper = Shaper::open(dev, side);
             shaper.change_class(change_opts.apply(shaper.class_spec(probe.id)));
         } else if (*del) {
-            Shaper::open(dev).del_class(uint32_t(parse_int(del_id, 1, UINT32_MAX, "class id")));
+            Shaper::open(dev, side).del_class(uint32_t(parse_int(del_id, 1, UINT32_MAX, "class id")));
         } else if (*set_default) {
             if (!no_default && default_id.empty())
                 throw Error("set-default needs --class N or --none");
             uint32_t id = no_default ? 0 : uint32_t(parse_int(default_id, 1, UINT32_MAX, "class id"));
-            Shaper::open(dev).set_default(id);
+            Shaper::open(dev, side).set_default(id);
         } else if (*add_rule) {
             const shaper_rule rule = parse_rule(rule_args);
-            Shaper::open(dev).add_rule(rule);
+            Shaper::open(dev, side).add_rule(rule);
         } else if (*del_rule) {
-            Shaper::open(dev).del_rule(uint32_t(parse_int(del_pref, 1, SHAPER_PREF_NONE - 1, "pref")));
+            Shaper::open(dev, side).del_rule(uint32_t(parse_int(del_pref, 1, SHAPER_PREF_NONE - 1, "pref")));
         } else if (*status && !watch.empty()) {
             const uint64_t interval = parse_time(watch);
             if (interval < 10'000'000)
                 throw Error("bad --watch \"" + watch + "\": at least 10ms");
-            watch_status(dev, interval, json);
+            watch_status(dev, interval, json, side);
         } else if (*status) {
             const auto interval = std::chrono::nanoseconds(sample == "0" ? 0 : parse_time(sample));
-            const DeviceStatus st = Shaper::open_unlocked(dev).status(interval);
+            const DeviceStatus st = Shaper::open_unlocked(dev, side).status(interval);
             if (json)
                 std::cout << status_json_text(st) << std::endl;
             else
