@@ -20,8 +20,8 @@ inline Direction opposite(Direction direction)
 // near a LAN's round trip, and a horizon of tens of ms bounds what passes beyond the rate.
 ClassSpec class_defaults(Direction direction);
 
-constexpr uint64_t kIngressDefaultHorizonNs = 50'000'000;   // 50 ms
-constexpr uint64_t kIngressDefaultTargetNs = 2'000'000;     // 2 ms
-constexpr uint64_t kIngressDefaultIntervalNs = 20'000'000;  // 20 ms
+extern const uint64_t kIngressDefaultHorizonNs;
+extern const uint64_t kIngressDefaultTargetNs;
+extern const uint64_t kIngressDefaultIntervalNs;
 
 }  // namespace shaperctl

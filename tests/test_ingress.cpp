@@ -27,7 +27,7 @@ using nlohmann::json;
 namespace {
 
 constexpr uint64_t kRate = 20'000'000;
-constexpr uint64_t kHorizonNs = 50'000'000;
+const uint64_t kHorizonNs = kIngressDefaultHorizonNs;
 constexpr uint16_t kPort = 5201;
 constexpr int kFlows = 4;
 
