@@ -17,7 +17,7 @@
 # host); DIR defaults to bench/results. Scenario names for --only: tcp100k tcp100k0 tcp2m
 # tcp20m tcp200m flows8 flows64 udpflood udp (a partial run rewrites DIR's files with its rows
 # alone: give it another --out). About 11 minutes on the 2-core dev box. Pacing needs sch_fq, so the
-# measurement runs in the stock-kernel VM (tests/vm/run.sh: Debian 12's cloud kernel 6.1, qemu
+# measurement runs in the stock-kernel VM (vm/run.sh: Debian 12's cloud kernel 6.1, qemu
 # TCG); everything it creates lives and dies in the VM.
 set -u
 
@@ -35,7 +35,7 @@ if [ -z "${SHAPERCTL_VM:-}" ]; then
       --out) out="$2"; shift 2 ;;
       --only) only="$2"; shift 2 ;;
       --report) report=1; shift ;;
-      -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+      -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
       *) echo "usage: $0 [--bin PATH] [--out DIR] [--only \"SCENARIO...\"]" >&2; exit 2 ;;
     esac
   done
@@ -57,8 +57,7 @@ if [ -z "${SHAPERCTL_VM:-}" ]; then
     echo "accuracy: booting the stock-kernel VM (host load $load0)"
     # Rows come back as "@@ACC {json}" lines; everything else is progress, shown as it comes.
     # shellcheck disable=SC2086
-    "$repo/tests/vm/run.sh" --timeout 1200 --bin "$tmp/bin/shaperctl" \
-      --file "$repo/tests/vm/e2e/lib.sh:/usr/local/share/shaperctl-e2e/lib.sh" \
+    "$repo/vm/run.sh" --timeout 1200 --bin "$tmp/bin/shaperctl" \
       --file "$here/tcp-rows.sh:/usr/local/share/shaperctl-bench/tcp-rows.sh" "$0" $only \
       2>&1 | tee "$tmp/console.txt" | grep --line-buffered -v '^@@ACC '
     rc=$(sed -n 's/^run.sh: scenario .* exited \([0-9]*\).*/\1/p' "$tmp/console.txt")
@@ -221,7 +220,7 @@ fi
 # ================================= in the VM =============================================
 # busybox sh. Topology: s: va 10.9.0.1 <-veth-> r: vb 10.9.0.2, the shaper on va's egress.
 
-. /usr/local/share/shaperctl-e2e/lib.sh
+. /usr/local/share/shaperctl-vm/lib.sh
 . /usr/local/share/shaperctl-bench/tcp-rows.sh   # cmd
 SCENARIOS="${*:-$ALL_SCENARIOS}"
 want() { case " $SCENARIOS " in *" $1 "*) return 0 ;; esac; return 1; }

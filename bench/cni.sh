@@ -20,7 +20,7 @@
 # build/cli/shaperctl-cni, build/shaperctl-cni). --burst-ms: ingressBurst/egressBurst as that many
 # ms of the rate (kubelet passes MaxInt32 bits, a 256 MiB bucket that would leave a 12 s run
 # unshaped). Writes DIR/cni.json and DIR/cni.md (printed too); DIR defaults to bench/results.
-# Runs in the stock-kernel VM (tests/vm/run.sh, bridge module added); needs the Debian package
+# Runs in the stock-kernel VM (vm/run.sh, bridge module added); needs the Debian package
 # containernetworking-plugins on the host (scripts/install-deps.sh), whose binaries go into the VM.
 set -u
 
@@ -64,8 +64,7 @@ if [ -z "${SHAPERCTL_VM:-}" ]; then
   t0=$(date +%s)
   load0=$(cut -d' ' -f1-3 /proc/loadavg)
   echo "cni: booting the stock-kernel VM (host load $load0; shaperctl-cni: ${cni_bin:-none})"
-  "$repo/tests/vm/run.sh" --timeout 900 --module bridge "$@" \
-    --file "$repo/tests/vm/e2e/lib.sh:/usr/local/share/shaperctl-e2e/lib.sh" \
+  "$repo/vm/run.sh" --timeout 900 --module bridge "$@" \
     --file "$here/tcp-rows.sh:/usr/local/share/shaperctl-bench/tcp-rows.sh" \
     "$0" "$seconds" "$burst_ms" \
     2>&1 | tee "$tmp/console.txt" | grep --line-buffered -v '^@@CNI '
@@ -119,7 +118,7 @@ fi
 # ================================= in the VM =============================================
 # busybox sh. The VM's root namespace is the host; netns ctr is the container.
 
-. /usr/local/share/shaperctl-e2e/lib.sh
+. /usr/local/share/shaperctl-vm/lib.sh
 . /usr/local/share/shaperctl-bench/tcp-rows.sh
 SECS=$1 BURST_MS=$2 FLOWS=4 SKIP=1 PORT=5600
 CNI_BINS=/usr/local/bin

@@ -22,7 +22,7 @@
 #
 # Rates in Mbit. Writes DIR/ingress.json (every row with its exact commands), DIR/ingress.md
 # (printed too) and DIR/ingress.png (gnuplot on the host); DIR defaults to bench/results. Runs in
-# the stock-kernel VM (tests/vm/run.sh: Debian 12's cloud kernel 6.1 under qemu TCG, act_police
+# the stock-kernel VM (vm/run.sh: Debian 12's cloud kernel 6.1 under qemu TCG, act_police
 # loaded on top of the harness's modules); everything it creates lives and dies in the VM.
 set -u
 
@@ -74,8 +74,7 @@ if [ -z "${SHAPERCTL_VM:-}" ]; then
     load0=$(cut -d' ' -f1-3 /proc/loadavg)
     echo "ingress: booting the stock-kernel VM (host load $load0)"
     # Rows come back as "@@ING {json}" lines; everything else is progress, shown as it comes.
-    "$repo/tests/vm/run.sh" --timeout 2400 --module act_police --bin "$tmp/bin/shaperctl" \
-      --file "$repo/tests/vm/e2e/lib.sh:/usr/local/share/shaperctl-e2e/lib.sh" \
+    "$repo/vm/run.sh" --timeout 2400 --module act_police --bin "$tmp/bin/shaperctl" \
       --file "$here/tcp-rows.sh:/usr/local/share/shaperctl-bench/tcp-rows.sh" \
       "$0" "$peers" "$rates" "$ecn" "$seconds" \
       2>&1 | tee "$tmp/console.txt" | grep --line-buffered -v '^@@ING '
@@ -189,7 +188,7 @@ fi
 # ================================= in the VM =============================================
 # busybox sh. Topology: s: va 10.9.0.1 <-veth-> r: vb 10.9.0.2, the limit on vb's ingress.
 
-. /usr/local/share/shaperctl-e2e/lib.sh
+. /usr/local/share/shaperctl-vm/lib.sh
 . /usr/local/share/shaperctl-bench/tcp-rows.sh
 PEERS=$1 RATES=$2 ECNS=$3 SECS=$4 FLOWS=4 SKIP=1
 PORT=5400

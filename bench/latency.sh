@@ -8,7 +8,7 @@
 #
 #   sudo bench/latency.sh [--bin build/cli/shaperctl] [SCENARIO...]   (flows8 flows64 udpflood)
 #
-# Pacing needs sch_fq: the measurement runs in the stock-kernel VM (tests/vm/run.sh) unless this
+# Pacing needs sch_fq: the measurement runs in the stock-kernel VM (vm/run.sh) unless this
 # kernel has sch_fq. Takes about four minutes. Prints Markdown tables; no assertions.
 set -eu
 
@@ -16,15 +16,14 @@ if [ -z "${SHAPERCTL_VM:-}" ] && [ -z "${SHAPERCTL_LATENCY_HERE:-}" ]; then
   here="$(cd "$(dirname "$0")" && pwd)"
   bin="$here/../build/cli/shaperctl"
   if [ "${1:-}" = --bin ]; then bin="$2"; shift 2; fi
-  vm="$here/../tests/vm"
+  vm="$here/../vm"
   linkdir="$(mktemp -d)"
   trap 'rm -rf "$linkdir"' EXIT
   ln -s "$(readlink -f "$bin")" "$linkdir/shaperctl"
-  exec "$vm/run.sh" --timeout 900 --bin "$linkdir/shaperctl" \
-    --file "$vm/e2e/lib.sh:/usr/local/share/shaperctl-e2e/lib.sh" "$0" "$@"
+  exec "$vm/run.sh" --timeout 900 --bin "$linkdir/shaperctl" "$0" "$@"
 fi
 
-. "${LIB:-/usr/local/share/shaperctl-e2e/lib.sh}"
+. "${LIB:-/usr/local/share/shaperctl-vm/lib.sh}"
 RATE=20mbit EXPECTED=18.83 SECONDS_BULK=14
 SCENARIOS=${*:-flows8 flows64 udpflood}
 new_ns la

@@ -14,7 +14,8 @@
  *    there are many flows (up to 1 s): shares of a packet or two would make every flow look
  *    unfair by chance;
  *  - each flow adds up the class time it is charged in the current epoch; once it exceeds the
- *    last epoch's share by an eighth (plus a frame), the flow is above its share: one packet
+ *    last epoch's share by the class's tolerance (an eighth unless configured otherwise, per
+ *    mille of the share) plus a frame, the flow is above its share: one packet
  *    is CE-marked (ECN-capable, ECN on) or dropped, at most once per epoch per flow. A flow past
  *    twice its share has not backed off (a UDP flood): the rest of its epoch is dropped;
  *  - only while the class backlog stands above the CoDel target: below it nobody waits long,
@@ -93,8 +94,10 @@ static __always_inline enum congestion_verdict fair_decide(struct __sk_buff *skb
 
 	__u64 share = clk->fair_share_ns;
 
+	__u64 tolerance = cfg->fair_tolerance_pm ? cfg->fair_tolerance_pm : SHAPER_FAIR_TOLERANCE_DEFAULT_PM;
+
 	if (!share || delay <= cfg->aqm_target_ns || delay <= cfg->aqm_floor_ns ||
-	    charged <= share + share / 8 + cfg->sparse_allowance_ns / 2)
+	    charged <= share + share * tolerance / 1000 + cfg->sparse_allowance_ns / 2)
 		return CONGESTION_PASS;
 	/* Past twice its share a flow has not backed off (UDP floods don't): each further packet
 	 * of the epoch is dropped, so it never holds more than about two shares. Its drops must not

@@ -46,6 +46,8 @@
 #define SHAPER_BURST_MAX_NS (3600ull * 1000000000ull) /* at most an hour of credit */
 #define SHAPER_OVERHEAD_MIN (-64)           /* same range as tc's stab overhead */
 #define SHAPER_OVERHEAD_MAX 256
+#define SHAPER_FAIR_TOLERANCE_DEFAULT_PM 125 /* an eighth of the share (bpf/fair.h) */
+#define SHAPER_FAIR_TOLERANCE_MAX_PM 1000    /* the share again: where floods are dropped */
 #define SHAPER_MPU_MAX 65535u
 #define SHAPER_HORIZON_MIN_NS 1000ull              /* 1 us */
 #define SHAPER_HORIZON_MAX_NS 60000000000ull       /* 60 s */
@@ -219,7 +221,7 @@ struct shaper_class_config {
 	__u32 mpu;            /* minimum bytes a segment is charged */
 	__u32 parent_id;      /* 0: top level */
 	__u32 flags;          /* SHAPER_CLASS_* */
-	__u32 pad;
+	__u32 fair_tolerance_pm; /* a bulk flow's allowance above its fair share, per mille; 0: the default */
 	__u64 aqm_target_ns;  /* CoDel: acceptable standing delay */
 	__u64 aqm_interval_ns;/* CoDel: how long above target before acting */
 	__u64 aqm_floor_ns;   /* SHAPER_AQM_FLOOR_BYTES at rate: slow classes need a larger target */

@@ -25,12 +25,6 @@ struct Target {
     std::vector<std::string> lines;
 };
 
-bool same_fq(const FqOptions& a, const FqOptions& b)
-{
-    return a.horizon_ns == b.horizon_ns && a.horizon_drop == b.horizon_drop &&
-           a.flow_limit == b.flow_limit && a.limit == b.limit;
-}
-
 std::string limit_text(uint32_t limit)
 {
     return limit ? std::to_string(limit) : std::string("kernel-default");
@@ -79,7 +73,7 @@ void plan(Target& t)
 {
     const ConfigDevice& want = *t.want;
     const ShaperConfig& w = want.config;
-    const char* mode = w.mode == SHAPER_MODE_POLICE ? "police" : "edt";
+    const char* mode = mode_name(w.mode);
     ShaperConfig current;
     if (t.attached) {
         t.shaper.emplace(Shaper::open(want.name));

@@ -15,7 +15,9 @@
 #include <sstream>
 
 #include "loader/cgroup.h"
+#include "loader/class_tree.h"
 #include "loader/error.h"
+#include "loader/mode.h"
 #include "loader/rule_compiler.h"
 #include "rule_args.h"
 #include "units.h"
@@ -274,9 +276,31 @@ std::string priority_text(uint32_t priority)
     return buf;
 }
 
-uint64_t mode_horizon(uint32_t mode)
+// A value of a class field, as the file may write it (a size also as a number of bytes, a switch
+// also as a boolean, an id also as null).
+int64_t get_class_field(const ClassField& f, const json& v, const std::string& path)
 {
-    return mode == SHAPER_MODE_POLICE ? SHAPER_DEFAULT_POLICE_HORIZON_NS : SHAPER_DEFAULT_HORIZON_NS;
+    switch (f.kind) {
+    case FieldKind::ClassId:
+        return v.is_null() && f.min == 0 ? 0 : get_int(v, path, f.min, f.max);
+    case FieldKind::Int: return get_int(v, path, f.min, f.max);
+    case FieldKind::Rate: return int64_t(get_rate(v, path));
+    case FieldKind::Size: return int64_t(get_size(v, path, uint64_t(f.max)));
+    case FieldKind::Time: return int64_t(get_time(v, path));
+    case FieldKind::Switch: return get_switch(v, path, f.on, f.off);
+    }
+    return 0;
+}
+
+// A value of a class field as dump writes it: ids and integers as numbers (a parent of 0 as
+// null), the rest as the command line writes them.
+ojson class_field_json(const ClassField& f, int64_t value)
+{
+    if (f.kind == FieldKind::ClassId)
+        return value ? ojson(value) : ojson(nullptr);
+    if (f.kind == FieldKind::Int)
+        return value;
+    return field_text(f, value);
 }
 
 // A class of the device at `device_path` ("devices[0]"), whose mode and fq options are parsed.
@@ -284,43 +308,24 @@ ClassSpec parse_class(const json& j, const std::string& path, const std::string&
                       const ShaperConfig& device)
 {
     check_keys(j, path, "class");
+    for (const ClassField& f : class_fields())
+        if (f.required && !j.contains(f.name))
+            fail(path, std::string("\"") + f.name + "\" is required");
     ClassSpec spec;
-    for (const char* required : {"id", "rate"})
-        if (!j.contains(required))
-            fail(path, std::string("\"") + required + "\" is required");
-    spec.id = uint32_t(get_int(j["id"], path + ".id", 1, SHAPER_LIMIT_MAX_CLASSES - 1));
-    spec.rate_bps = get_rate(j["rate"], path + ".rate");
-    if (j.contains("burst"))
-        spec.burst_bytes = get_size(j["burst"], path + ".burst", SHAPER_BURST_MAX_BYTES);
-    if (j.contains("parent") && !j["parent"].is_null())
-        spec.parent = uint32_t(get_int(j["parent"], path + ".parent", 0, SHAPER_LIMIT_MAX_CLASSES - 1));
-    if (j.contains("overhead"))
-        spec.overhead = int32_t(get_int(j["overhead"], path + ".overhead", SHAPER_OVERHEAD_MIN,
-                                        SHAPER_OVERHEAD_MAX));
-    if (j.contains("mpu"))
-        spec.mpu = uint32_t(get_size(j["mpu"], path + ".mpu", SHAPER_MPU_MAX));
-    spec.horizon_ns = j.contains("horizon") ? get_time(j["horizon"], path + ".horizon")
-                                            : mode_horizon(device.mode);
-    if (j.contains("aqm"))
-        spec.aqm = get_switch(j["aqm"], path + ".aqm", "codel", "off");
-    if (j.contains("target"))
-        spec.aqm_target_ns = get_time(j["target"], path + ".target");
-    if (j.contains("interval"))
-        spec.aqm_interval_ns = get_time(j["interval"], path + ".interval");
-    if (j.contains("ecn"))
-        spec.ecn = get_switch(j["ecn"], path + ".ecn", "on", "off");
-    if (j.contains("sparse"))
-        spec.sparse = get_switch(j["sparse"], path + ".sparse", "on", "off");
-    if (j.contains("fair"))
-        spec.fair = get_switch(j["fair"], path + ".fair", "on", "off");
-    // The datapath's own checks (ranges, an hour of credit at most, within fq's horizon, ...). A
-    // horizon of 0 is the mode's default, as on the command line: resolved here, as the device
-    // stores it.
+    for (const ClassField& f : class_fields())
+        f.set(spec, j.contains(f.name) ? get_class_field(f, j[f.name], path + "." + f.name)
+                                       : field_default(f, device.mode));
+    // The datapath's own checks (ranges, an hour of credit at most, within fq's horizon, ...).
     const uint32_t max = device.max_classes ? device.max_classes : SHAPER_LIMIT_MAX_CLASSES;
     FqHorizon fq;
     if (device.mode == SHAPER_MODE_EDT)
         fq = {device.fq.horizon_ns, " (" + device_path + ".fq.horizon raises it)"};
-    spec.horizon_ns = at(path, [&] { return make_class_config(spec, max, mode_horizon(device.mode), fq); }).horizon_ns;
+    if (!spec.horizon_ns)  // as on the command line: the mode's default, as the device stores it
+        spec.horizon_ns = mode_horizon(device.mode);
+    at(path, [&] {
+        validate_class(spec, max, fq);
+        return 0;
+    });
     return spec;
 }
 
@@ -417,29 +422,12 @@ shaper_rule parse_rule_json(const json& j, const std::string& path, const Cgroup
 // Parents exist among the device's classes, never loop, and stack at most SHAPER_MAX_DEPTH deep.
 void check_tree(const ConfigDevice& d)
 {
-    std::map<uint32_t, uint32_t> parents;
+    ClassParents parents;
     for (const ClassSpec& c : d.config.classes)
         parents[c.id] = c.parent;
-    for (const ClassSpec& c : d.config.classes) {
-        const std::string path = d.path + ".classes[" + std::to_string(d.class_index.at(c.id)) + "]";
-        if (!c.parent)
-            continue;
-        if (!parents.count(c.parent))
-            fail(path + ".parent", "no class " + std::to_string(c.parent) + " among " + d.path + ".classes");
-        std::vector<uint32_t> chain = {c.id};
-        // find, not []: a missing ancestor is its child's error, and must not join the map here.
-        for (uint32_t up = c.parent; up; up = parents.count(up) ? parents.at(up) : 0) {
-            if (up == c.id) {
-                std::string loop;
-                for (uint32_t id : chain)
-                    loop += std::to_string(id) + " -> ";
-                fail(path + ".parent", "parents form a cycle (" + loop + std::to_string(c.id) + ")");
-            }
-            chain.push_back(up);
-            if (chain.size() > SHAPER_MAX_DEPTH)
-                fail(path + ".parent", "class " + std::to_string(c.id) + " would be more than " +
-                                           std::to_string(SHAPER_MAX_DEPTH) + " levels deep");
-        }
+    if (const TreeFault fault = check_class_tree(parents)) {
+        const std::string path = d.path + ".classes[" + std::to_string(d.class_index.at(fault.id)) + "].parent";
+        fail(path, fault.describe() + (fault.kind == TreeFault::MissingParent ? " among " + d.path + ".classes" : ""));
     }
 }
 
@@ -456,9 +444,7 @@ ConfigDevice parse_device(const json& j, const std::string& path, const CgroupNa
     ShaperConfig& c = d.config;
     if (j.contains("mode")) {
         const std::string mode = get_string(j["mode"], path + ".mode", "\"edt\"");
-        if (mode != "edt" && mode != "police")
-            fail(path + ".mode", "bad mode \"" + mode + "\" (use edt or police)");
-        c.mode = mode == "edt" ? SHAPER_MODE_EDT : SHAPER_MODE_POLICE;
+        c.mode = at(path + ".mode", [&] { return mode_from_name(mode); });
     }
     if (j.contains("fq")) {
         const std::string p = path + ".fq";
@@ -535,59 +521,6 @@ ConfigDevice parse_device(const json& j, const std::string& path, const CgroupNa
     return d;
 }
 
-std::string class_field_changes(const ClassSpec& a, const ClassSpec& b)
-{
-    std::vector<std::string> changes;
-    auto change = [&](const char* name, const std::string& from, const std::string& to) {
-        if (from != to)
-            changes.push_back(std::string(name) + " " + from + " -> " + to);
-    };
-    auto id = [](uint32_t v) { return v ? std::to_string(v) : std::string("none"); };
-    change("rate", format_rate(a.rate_bps), format_rate(b.rate_bps));
-    change("burst", format_size(a.burst_bytes), format_size(b.burst_bytes));
-    change("parent", id(a.parent), id(b.parent));
-    change("overhead", std::to_string(a.overhead), std::to_string(b.overhead));
-    change("mpu", format_size(a.mpu), format_size(b.mpu));
-    change("horizon", format_time(a.horizon_ns), format_time(b.horizon_ns));
-    change("aqm", a.aqm ? "codel" : "off", b.aqm ? "codel" : "off");
-    change("target", format_time(a.aqm_target_ns), format_time(b.aqm_target_ns));
-    change("interval", format_time(a.aqm_interval_ns), format_time(b.aqm_interval_ns));
-    change("ecn", a.ecn ? "on" : "off", b.ecn ? "on" : "off");
-    change("sparse", a.sparse ? "on" : "off", b.sparse ? "on" : "off");
-    change("fair", a.fair ? "on" : "off", b.fair ? "on" : "off");
-    return join(changes, ", ");
-}
-
-// A new class's line: its rate, then whatever differs from the defaults.
-std::string class_fields(const ClassSpec& c, uint32_t mode)
-{
-    const ClassSpec d;
-    std::string out = "rate " + format_rate(c.rate_bps);
-    if (c.burst_bytes != d.burst_bytes)
-        out += " burst " + format_size(c.burst_bytes);
-    if (c.parent)
-        out += " parent " + std::to_string(c.parent);
-    if (c.overhead != d.overhead)
-        out += " overhead " + std::to_string(c.overhead);
-    if (c.mpu != d.mpu)
-        out += " mpu " + format_size(c.mpu);
-    if (c.horizon_ns != mode_horizon(mode))
-        out += " horizon " + format_time(c.horizon_ns);
-    if (c.aqm != d.aqm)
-        out += c.aqm ? " aqm codel" : " aqm off";
-    if (c.aqm_target_ns != d.aqm_target_ns)
-        out += " target " + format_time(c.aqm_target_ns);
-    if (c.aqm_interval_ns != d.aqm_interval_ns)
-        out += " interval " + format_time(c.aqm_interval_ns);
-    if (c.ecn != d.ecn)
-        out += c.ecn ? " ecn on" : " ecn off";
-    if (c.sparse != d.sparse)
-        out += c.sparse ? " sparse on" : " sparse off";
-    if (c.fair != d.fair)
-        out += c.fair ? " fair on" : " fair off";
-    return out;
-}
-
 }  // namespace
 
 const std::vector<std::string>& config_keys(const std::string& object)
@@ -596,13 +529,17 @@ const std::vector<std::string>& config_keys(const std::string& object)
         {"file", {"version", "devices"}},
         {"device", {"device", "mode", "fq", "max_classes", "default_class", "classes", "rules"}},
         {"fq", {"horizon", "flow_limit", "limit"}},
-        {"class", {"id", "rate", "burst", "parent", "overhead", "mpu", "horizon", "aqm", "target",
-                   "interval", "ecn", "sparse", "fair"}},
         {"rule", {"pref", "class", "src", "dst", "proto", "sport", "dport", "mark", "cgroup",
                   "priority", "dscp", "vlan"}},
         {"cgroup", {"id", "level"}},
     };
-    return keys.at(object);
+    static const std::vector<std::string> class_keys = [] {
+        std::vector<std::string> names;
+        for (const ClassField& f : class_fields())
+            names.push_back(f.name);
+        return names;
+    }();
+    return object == "class" ? class_keys : keys.at(object);
 }
 
 ConfigFile parse_config(const std::string& text, const CgroupNames& cgroups)
@@ -681,7 +618,7 @@ ojson config_json(const std::vector<std::pair<std::string, ShaperConfig>>& devic
     for (const auto& [name, c] : devices) {
         ojson d;
         d["device"] = name;
-        d["mode"] = c.mode == SHAPER_MODE_POLICE ? "police" : "edt";
+        d["mode"] = mode_name(c.mode);
         if (c.mode == SHAPER_MODE_EDT) {
             ojson fq;
             fq["horizon"] = format_time(c.fq.horizon_ns);
@@ -695,19 +632,8 @@ ojson config_json(const std::vector<std::pair<std::string, ShaperConfig>>& devic
         ojson classes = ojson::array();
         for (const ClassSpec& s : c.classes) {
             ojson k;
-            k["id"] = s.id;
-            k["rate"] = format_rate(s.rate_bps);
-            k["burst"] = format_size(s.burst_bytes);
-            k["parent"] = s.parent ? ojson(s.parent) : ojson(nullptr);
-            k["overhead"] = s.overhead;
-            k["mpu"] = format_size(s.mpu);
-            k["horizon"] = format_time(s.horizon_ns);
-            k["aqm"] = s.aqm ? "codel" : "off";
-            k["target"] = format_time(s.aqm_target_ns);
-            k["interval"] = format_time(s.aqm_interval_ns);
-            k["ecn"] = s.ecn ? "on" : "off";
-            k["sparse"] = s.sparse ? "on" : "off";
-            k["fair"] = s.fair ? "on" : "off";
+            for (const ClassField& f : class_fields())
+                k[f.name] = class_field_json(f, f.get(s));
             classes.push_back(k);
         }
         d["classes"] = classes;
@@ -771,9 +697,9 @@ std::string describe_step(const ConfigStep& step, uint32_t mode)
     case Kind::SetDefault:
         return "~ default class " + id(step.old_default) + " -> " + id(step.new_default);
     case Kind::AddClass:
-        return "+ class " + std::to_string(step.after.id) + " " + class_fields(step.after, mode);
+        return "+ class " + std::to_string(step.after.id) + " " + class_summary(step.after, mode);
     case Kind::ChangeClass:
-        return "~ class " + std::to_string(step.after.id) + " " + class_field_changes(step.before, step.after);
+        return "~ class " + std::to_string(step.after.id) + " " + class_changes(step.before, step.after);
     case Kind::DeleteClass:
         return "- class " + std::to_string(step.before.id);
     case Kind::PutRule:

@@ -4,9 +4,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <openssl/err.h>
-#include <openssl/evp.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -15,22 +13,27 @@
 #include <cerrno>
 #include <chrono>
 #include <climits>
-#include <condition_variable>
-#include <deque>
-#include <mutex>
+#include <memory>
 #include <set>
-#include <thread>
 #include <unordered_map>
 #include <vector>
 
+#include "http_auth.h"
+#include "http_connection.h"
+#include "http_request.h"
 #include "loader/error.h"
 
 namespace shaperctl {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using http::Clock;
+using http::Connection;
+using http::Io;
+using http::kMaxHeadBytes;
+using http::PasswordChecker;
+using http::Phase;
+
 constexpr size_t kMaxConnections = 512;
-constexpr size_t kMaxHeadBytes = 8192;
 constexpr auto kHeadTimeout = std::chrono::seconds(10);   // from accept (TLS handshake included), or first byte
 constexpr auto kWriteTimeout = std::chrono::seconds(30);  // the whole response
 constexpr auto kIdleTimeout = std::chrono::minutes(2);    // keep-alive between requests
@@ -38,270 +41,6 @@ constexpr size_t kRememberedCredentials = 64;
 
 // epoll tags; connections are numbered from kFirstConnection.
 constexpr uint64_t kListenerTag = 0, kSignalTag = 1, kAuthTag = 2, kFirstConnection = 16;
-
-// Idle comes first: the order in which a full server closes connections to take a new one.
-enum class Phase { Idle, Handshake, Head, Auth, Write };
-
-int eviction_rank(Phase phase)
-{
-    return phase == Phase::Idle ? 0 : phase == Phase::Write ? 2 : 1;
-}
-
-struct SslFree {
-    void operator()(SSL* ssl) const { SSL_free(ssl); }
-};
-
-struct Connection {
-    Fd fd;
-    std::unique_ptr<SSL, SslFree> ssl;  // after fd: freed before the socket closes
-    Phase phase = Phase::Head;
-    Clock::time_point since, deadline;  // entered the phase; must leave it by
-    std::string in, out;
-    size_t sent = 0;
-    bool close_after = false;  // of the response being written
-    uint32_t events = 0;       // asked of epoll
-    // A request waiting for its password check.
-    std::string path, credential;
-    bool head_only = false;
-};
-
-enum class Io { Done, Again, Closed };  // Again: retry when epoll says the socket is ready
-
-// TLS may need the other direction to progress (a handshake message during a read, say).
-Io ssl_result(SSL* ssl, int ret, bool& reversed)
-{
-    switch (SSL_get_error(ssl, ret)) {
-    case SSL_ERROR_WANT_READ:
-        return Io::Again;
-    case SSL_ERROR_WANT_WRITE:
-        reversed = true;
-        return Io::Again;
-    default:
-        return Io::Closed;
-    }
-}
-
-// Appends what the peer sent to c.in, up to one byte beyond the head limit.
-Io read_some(Connection& c, bool& want_write)
-{
-    char buf[4096];
-    while (c.in.size() <= kMaxHeadBytes) {
-        ssize_t n;
-        if (c.ssl) {
-            ERR_clear_error();
-            n = SSL_read(c.ssl.get(), buf, sizeof buf);
-            if (n <= 0)
-                return ssl_result(c.ssl.get(), int(n), want_write);
-        } else {
-            n = recv(c.fd.get(), buf, sizeof buf, 0);
-            if (n < 0 && errno == EINTR)
-                continue;
-            if (n < 0 && errno == EAGAIN)
-                return Io::Again;
-            if (n <= 0)
-                return Io::Closed;
-        }
-        c.in.append(buf, size_t(n));
-    }
-    return Io::Done;
-}
-
-Io write_some(Connection& c, bool& want_read)
-{
-    while (c.sent < c.out.size()) {
-        const char* data = c.out.data() + c.sent;
-        const size_t left = c.out.size() - c.sent;
-        ssize_t n;
-        if (c.ssl) {
-            ERR_clear_error();
-            n = SSL_write(c.ssl.get(), data, int(std::min<size_t>(left, INT_MAX)));
-            if (n <= 0)
-                return ssl_result(c.ssl.get(), int(n), want_read);
-        } else {
-            n = send(c.fd.get(), data, left, MSG_NOSIGNAL);
-            if (n < 0 && errno == EINTR)
-                continue;
-            if (n < 0 && errno == EAGAIN)
-                return Io::Again;
-            if (n < 0)
-                return Io::Closed;
-        }
-        c.sent += size_t(n);
-    }
-    return Io::Done;
-}
-
-std::string lower(std::string s)
-{
-    std::transform(s.begin(), s.end(), s.begin(), [](unsigned char ch) { return char(std::tolower(ch)); });
-    return s;
-}
-
-std::string trim(const std::string& s)
-{
-    const size_t first = s.find_first_not_of(" \t");
-    return first == std::string::npos ? "" : s.substr(first, s.find_last_not_of(" \t") - first + 1);
-}
-
-struct Request {
-    std::string method, path, version;
-    std::unordered_map<std::string, std::string> headers;  // names in lower case
-};
-
-// The head (request line and header lines, CRLF-separated, without the final blank line); false
-// when it is not HTTP/1.x.
-bool parse_head(const std::string& head, Request& r)
-{
-    size_t at = head.find("\r\n");
-    const std::string line = head.substr(0, at);
-    const size_t sp1 = line.find(' '), sp2 = line.rfind(' ');
-    if (sp1 == std::string::npos || sp1 == sp2)
-        return false;
-    r.method = line.substr(0, sp1);
-    const std::string target = line.substr(sp1 + 1, sp2 - sp1 - 1);
-    r.path = target.substr(0, target.find('?'));
-    r.version = line.substr(sp2 + 1);
-    if (r.version != "HTTP/1.1" && r.version != "HTTP/1.0")
-        return false;
-    while (at != std::string::npos) {
-        const size_t start = at + 2, end = head.find("\r\n", start);
-        const std::string field = head.substr(start, end == std::string::npos ? std::string::npos : end - start);
-        const size_t colon = field.find(':');
-        if (colon == 0 || colon == std::string::npos || field.find_first_of(" \t") < colon)
-            return false;  // also obsolete line folding
-        r.headers[lower(field.substr(0, colon))] = trim(field.substr(colon + 1));
-        at = end;
-    }
-    return true;
-}
-
-// "Basic base64(user:password)" -> "user:password", or "" when malformed.
-std::string basic_credentials(const std::string& authorization)
-{
-    if (authorization.size() < 6 || lower(authorization.substr(0, 6)) != "basic ")
-        return "";
-    const std::string encoded = trim(authorization.substr(6));
-    if (encoded.empty() || encoded.size() % 4 || encoded.size() > 4096)
-        return "";
-    std::string decoded(encoded.size() / 4 * 3, '\0');
-    const int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(decoded.data()),
-                                  reinterpret_cast<const unsigned char*>(encoded.data()), int(encoded.size()));
-    if (n < 0)
-        return "";
-    const size_t padding = size_t(std::count(encoded.end() - 2, encoded.end(), '='));
-    decoded.resize(size_t(n) - padding);
-    return decoded.find(':') == std::string::npos ? "" : decoded;
-}
-
-std::string sha256(const std::string& text)
-{
-    unsigned char digest[EVP_MAX_MD_SIZE];
-    unsigned len = 0;
-    EVP_Digest(text.data(), text.size(), digest, &len, EVP_sha256(), nullptr);
-    return std::string(reinterpret_cast<char*>(digest), len);
-}
-
-const char* reason(int status)
-{
-    switch (status) {
-    case 200: return "OK";
-    case 400: return "Bad Request";
-    case 401: return "Unauthorized";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 413: return "Content Too Large";
-    case 431: return "Request Header Fields Too Large";
-    default: return "Internal Server Error";
-    }
-}
-
-// bcrypt on its own thread: a check takes tens of milliseconds, which the loop must not wait.
-class PasswordChecker {
-public:
-    struct Result {
-        uint64_t connection;
-        bool ok;
-    };
-
-    PasswordChecker() : done_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)), thread_([this] { work(); })
-    {
-        if (!done_)
-            throw Error(errno_message("the exporter cannot create an eventfd", errno));
-    }
-    ~PasswordChecker()
-    {
-        {
-            std::lock_guard lock(mutex_);
-            stop_ = true;
-        }
-        wake_.notify_one();
-        thread_.join();
-    }
-
-    int fd() const { return done_.get(); }
-
-    // `hash` empty: an unknown user, checked against `decoy` all the same (same time, no match).
-    void submit(uint64_t connection, std::string password, std::string hash, std::string decoy)
-    {
-        std::lock_guard lock(mutex_);
-        jobs_.push_back({connection, std::move(password), std::move(hash), std::move(decoy)});
-        wake_.notify_one();
-    }
-    // A connection closed before its check: drop the check (the queue stays within the
-    // connection limit).
-    void cancel(uint64_t connection)
-    {
-        std::lock_guard lock(mutex_);
-        std::erase_if(jobs_, [&](const Job& j) { return j.connection == connection; });
-    }
-    std::vector<Result> results()
-    {
-        uint64_t count;
-        if (read(done_.get(), &count, sizeof count) < 0) {
-            // nothing new: the eventfd was drained by an earlier call
-        }
-        std::lock_guard lock(mutex_);
-        return std::exchange(results_, {});
-    }
-
-private:
-    struct Job {
-        uint64_t connection;
-        std::string password, hash, decoy;
-    };
-    void work()
-    {
-        for (;;) {
-            Job job;
-            {
-                std::unique_lock lock(mutex_);
-                wake_.wait(lock, [&] { return stop_ || !jobs_.empty(); });
-                if (stop_)
-                    return;
-                job = std::move(jobs_.front());
-                jobs_.pop_front();
-            }
-            const bool ok = job.hash.empty() ? (bcrypt_matches(job.password, job.decoy), false)
-                                             : bcrypt_matches(job.password, job.hash);
-            {
-                std::lock_guard lock(mutex_);
-                results_.push_back({job.connection, ok});
-            }
-            const uint64_t one = 1;
-            if (write(done_.get(), &one, sizeof one) < 0) {
-                // the counter is full: the loop has wakeups pending already
-            }
-        }
-    }
-
-    Fd done_;
-    std::mutex mutex_;
-    std::condition_variable wake_;
-    std::deque<Job> jobs_;
-    std::vector<Result> results_;
-    bool stop_ = false;
-    std::thread thread_;  // last: starts once the members it uses exist
-};
 
 class Server {
 public:
@@ -421,8 +160,8 @@ private:
         auto victim = conns_.end();
         for (auto it = conns_.begin(); it != conns_.end(); ++it)
             if (victim == conns_.end() ||
-                std::make_pair(eviction_rank(it->second.phase), it->second.since) <
-                    std::make_pair(eviction_rank(victim->second.phase), victim->second.since))
+                std::make_pair(http::eviction_rank(it->second.phase), it->second.since) <
+                    std::make_pair(http::eviction_rank(victim->second.phase), victim->second.since))
                 victim = it;
         if (victim != conns_.end())
             close(victim->first);
@@ -480,13 +219,13 @@ private:
                     c.phase = Phase::Head;  // the head's deadline still counts from accept
                     continue;
                 }
-                if (ssl_result(c.ssl.get(), ret, reversed) == Io::Closed)
+                if (http::ssl_result(c.ssl.get(), ret, reversed) == Io::Closed)
                     return close(id);
                 return watch(id, c, reversed ? EPOLLOUT : EPOLLIN);
             }
             case Phase::Idle:
             case Phase::Head: {
-                const Io io = read_some(c, reversed);
+                const Io io = http::read_some(c, reversed);
                 if (c.phase == Phase::Idle && !c.in.empty())
                     enter(c, Phase::Head, kHeadTimeout);
                 const size_t end = c.in.find("\r\n\r\n");
@@ -505,7 +244,7 @@ private:
             case Phase::Auth:
                 return watch(id, c, 0);
             case Phase::Write: {
-                const Io io = write_some(c, reversed);
+                const Io io = http::write_some(c, reversed);
                 if (io == Io::Closed || (io == Io::Done && c.close_after))
                     return close(id);
                 if (io == Io::Again)
@@ -522,28 +261,25 @@ private:
     // c.in starts with a complete head of `end` bytes (then CRLF CRLF).
     void request(uint64_t id, Connection& c, size_t end)
     {
-        Request r;
+        http::Request r;
         c.head_only = false;
-        const bool parsed = parse_head(c.in.substr(0, end), r);
+        const bool parsed = http::parse_head(c.in.substr(0, end), r);
         c.in.erase(0, end + 4);
         if (!parsed)
             return respond(c, 400, "not an HTTP/1.1 request\n", true);
-        const auto header = [&](const char* name) {
-            const auto it = r.headers.find(name);
-            return it == r.headers.end() ? std::string() : it->second;
-        };
         // Scrapes send no body; one that would follow is refused, not read.
-        if (r.headers.count("transfer-encoding") || !(header("content-length").empty() || header("content-length") == "0"))
+        const std::string length = r.header("content-length");
+        if (r.headers.count("transfer-encoding") || !(length.empty() || length == "0"))
             return respond(c, 413, "no request body accepted\n", true);
-        c.close_after = r.version == "HTTP/1.0" || lower(header("connection")).find("close") != std::string::npos;
+        c.close_after = r.version == "HTTP/1.0" || http::lower(r.header("connection")).find("close") != std::string::npos;
         c.head_only = r.method == "HEAD";
         if (r.method != "GET" && r.method != "HEAD")
             return respond(c, 405, "GET or HEAD only\n", c.close_after);
         if (!web_.users.empty()) {
-            const std::string credentials = basic_credentials(header("authorization"));
+            const std::string credentials = http::basic_credentials(r.header("authorization"));
             if (credentials.empty())
                 return respond(c, 401, "", c.close_after);
-            c.credential = sha256(credentials);
+            c.credential = http::credential_key(credentials);
             if (!remembered_.count(c.credential)) {
                 const size_t colon = credentials.find(':');
                 const auto user = web_.users.find(credentials.substr(0, colon));
@@ -586,17 +322,7 @@ private:
                  const std::string& content_type = "text/plain; charset=utf-8")
     {
         c.close_after = close_after;
-        c.out = "HTTP/1.1 " + std::to_string(status) + " " + reason(status) + "\r\n";
-        if (!body.empty())
-            c.out += "Content-Type: " + content_type + "\r\n";
-        c.out += "Content-Length: " + std::to_string(body.size()) + "\r\n";
-        if (status == 401)
-            c.out += "WWW-Authenticate: Basic realm=\"shaperctl\", charset=\"UTF-8\"\r\n";
-        if (status == 405)
-            c.out += "Allow: GET, HEAD\r\n";
-        if (close_after)
-            c.out += "Connection: close\r\n";
-        c.out += "\r\n";
+        c.out = http::response_head(status, content_type, body.size(), close_after);
         if (!c.head_only)
             c.out += body;
         c.sent = 0;

@@ -1,17 +1,22 @@
-// shaperctl: parses the command line and prints; the work happens in loader/.
+// shaperctl: parses the command line (kCommands: each subcommand, its options and its run) and prints.
 #include <CLI/CLI.hpp>
 
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <iostream>
-#include <optional>
+#include <map>
+#include <memory>
 #include <string>
 
 #include "apply.h"
+#include "class_options.h"
+#include "config_schema.h"
 #include "exporter.h"
 #include "loader/device.h"
 #include "loader/doctor.h"
 #include "loader/error.h"
+#include "loader/mode.h"
 #include "loader/shaper.h"
 #include "manpage.h"
 #include "output.h"
@@ -27,83 +32,352 @@ using namespace shaperctl;
 
 namespace {
 
-// true for `yes`, false for `no`; anything else is an error naming the option.
-bool parse_choice(const std::string& text, const char* option, const char* yes, const char* no)
-{
-    if (text == yes)
-        return true;
-    if (text == no)
-        return false;
-    throw Error(std::string("bad ") + option + " \"" + text + "\" (use " + yes + " or " + no + ")");
-}
+// What a command needs before it runs: nothing (it prints what the binary knows), its own
+// checks (doctor reports missing privileges as a finding), privileges, or privileges and the
+// device's network namespace (the exporter binds first, then enters it itself).
+enum class Needs { Nothing, OwnChecks, Privileges, Namespace };
 
-// Class options as typed; each is parsed (and its token named in errors) only when given.
-struct ClassOptions {
-    std::string id, rate, burst, parent, overhead, mpu, horizon, aqm, target, interval, ecn, sparse, fair;
+// Options every command shares.
+struct Common {
+    std::string dev, netns;
+    bool json = false;
+    bool ingress = false;  // the device's receive side: classes, rules and counters of its own
+    const CLI::App* app = nullptr;
 
-    void add_to(CLI::App* cmd, bool rate_required)
-    {
-        cmd->add_option("--id", id, "class id (1 to max-classes - 1)")->required();
-        auto* r = cmd->add_option("--rate", rate, "wire rate: 100kbit, 20mbit, 1.5gbit, 10mbps (bytes/s)");
-        if (rate_required)
-            r->required();
-        cmd->add_option("--burst", burst, "bytes sent at once after idle: 64kb, 1500b (default 0)");
-        cmd->add_option("--parent", parent, "parent class id; 0 for none");
-        cmd->add_option("--overhead", overhead, "bytes added per segment, -64 to 256 (24: Ethernet L1)");
-        cmd->add_option("--mpu", mpu, "minimum bytes charged per segment");
-        cmd->add_option("--horizon", horizon, "largest queueing delay accepted: 2s, 50ms (edt: at most the fq horizon)");
-        cmd->add_option("--aqm", aqm, "off (default) or codel: CoDel on the class's backlog");
-        cmd->add_option("--target", target, "CoDel target delay (default 5ms)");
-        cmd->add_option("--interval", interval, "CoDel interval (default 100ms)");
-        cmd->add_option("--ecn", ecn, "on (default): mark ECN-capable packets instead of dropping; off");
-        cmd->add_option("--sparse", sparse, "on (default): sparse flows leave ahead of a backlogged class; off");
-        cmd->add_option("--fair", fair, "on (default): bulk flows above their fair share are marked or dropped; off");
-    }
-
-    // Fields given on the command line replace those of `spec`.
-    ClassSpec apply(ClassSpec spec) const
-    {
-        spec.id = uint32_t(parse_int(id, 1, UINT32_MAX, "class id"));
-        if (!rate.empty())
-            spec.rate_bps = parse_rate(rate);
-        if (!burst.empty())
-            spec.burst_bytes = parse_size(burst, SHAPER_BURST_MAX_BYTES);
-        if (!parent.empty())
-            spec.parent = uint32_t(parse_int(parent, 0, UINT32_MAX, "parent id"));
-        if (!overhead.empty())
-            spec.overhead = int32_t(parse_int(overhead, SHAPER_OVERHEAD_MIN, SHAPER_OVERHEAD_MAX, "overhead"));
-        if (!mpu.empty())
-            spec.mpu = uint32_t(parse_size(mpu, SHAPER_MPU_MAX));
-        if (!horizon.empty())
-            spec.horizon_ns = parse_time(horizon);
-        if (!aqm.empty())
-            spec.aqm = parse_choice(aqm, "aqm", "codel", "off");
-        if (!target.empty())
-            spec.aqm_target_ns = parse_time(target);
-        if (!interval.empty())
-            spec.aqm_interval_ns = parse_time(interval);
-        if (!ecn.empty())
-            spec.ecn = parse_choice(ecn, "ecn", "on", "off");
-        if (!sparse.empty())
-            spec.sparse = parse_choice(sparse, "sparse", "on", "off");
-        if (!fair.empty())
-            spec.fair = parse_choice(fair, "fair", "on", "off");
-        return spec;
-    }
+    Direction side() const { return ingress ? Direction::Ingress : Direction::Egress; }
 };
 
-uint32_t parse_mode(const std::string& mode)
-{
-    if (mode == "edt")
-        return SHAPER_MODE_EDT;
-    if (mode == "police")
-        return SHAPER_MODE_POLICE;
-    throw Error("bad mode \"" + mode + "\" (use edt or police)");
-}
+using Run = std::function<int()>;
+using Define = Run (*)(CLI::App* cmd, Common& c);
 
 void print_json(const nlohmann::ordered_json& j)
 {
     std::cout << j.dump(2) << std::endl;
+}
+
+CLI::Option* ingress_flag(CLI::App* cmd, Common& c)
+{
+    return cmd->add_flag("--ingress", c.ingress,
+                         "the device's receive side (its own classes, rules, default class, counters)");
+}
+
+// Every device-scoped command addresses one side of the device: egress, or --ingress.
+CLI::Option* dev_option(CLI::App* cmd, Common& c)
+{
+    ingress_flag(cmd, c);
+    return cmd->add_option("--dev", c.dev, "network device")->required();
+}
+
+uint32_t class_id(const std::string& text)
+{
+    return uint32_t(parse_field(*find_class_field("id"), text));
+}
+
+Run attach(CLI::App* cmd, Common& c)
+{
+    struct Opts {
+        std::string mode = "edt", fq_horizon = "10s", fq_flow_limit, fq_limit, max_classes;
+        CLI::Option *mode_opt, *horizon, *flow_limit, *limit;
+    };
+    auto o = std::make_shared<Opts>();
+    dev_option(cmd, c);
+    o->mode_opt = cmd->add_option("--mode", o->mode, "edt (pace with sch_fq) or police (drop beyond the horizon)");
+    o->horizon = cmd->add_option("--fq-horizon", o->fq_horizon, "sch_fq horizon: departure times further ahead are dropped; at least every class horizon");
+    o->flow_limit = cmd->add_option("--fq-flow-limit", o->fq_flow_limit, "sch_fq packets per flow (default 100000; the kernel's 100 overflows under small packets)");
+    o->limit = cmd->add_option("--fq-limit", o->fq_limit, "sch_fq packets in all (default 1000000)");
+    cmd->add_option("--max-classes", o->max_classes, "class id capacity, fixed at first attach (default 16384)");
+    return [o, &c] {
+        if (c.ingress && o->mode_opt->count())
+            throw Error("attach --ingress takes no --mode: received packets are not queued, so "
+                        "ingress marks and drops");
+        AttachOptions options;
+        options.direction = c.side();
+        options.mode = mode_from_name(o->mode);
+        options.fq.horizon_ns = parse_time(o->fq_horizon);
+        if (!o->fq_flow_limit.empty())
+            options.fq.flow_limit = uint32_t(parse_int(o->fq_flow_limit, 1, UINT32_MAX, "fq flow limit"));
+        if (!o->fq_limit.empty())
+            options.fq.limit = uint32_t(parse_int(o->fq_limit, 1, UINT32_MAX, "fq limit"));
+        if (!o->max_classes.empty())
+            options.max_classes = uint32_t(parse_int(o->max_classes, 2, SHAPER_LIMIT_MAX_CLASSES, "max classes"));
+        options.fq_given = {o->horizon->count() > 0, o->flow_limit->count() > 0, o->limit->count() > 0};
+        const AttachResult result = Shaper::attach(c.dev, options);
+        const char* dev = c.dev.c_str();
+        const char* fq_note = result.fq_changed ? "; fq options changed" : "";
+        switch (result.outcome) {
+        case AttachOutcome::Attached:
+            if (c.ingress)
+                std::printf("attached to %s ingress\n", dev);
+            else
+                std::printf("attached to %s (%s mode)\n", dev, mode_name(options.mode));
+            break;
+        case AttachOutcome::Upgraded:
+            std::printf("%s: program upgraded in place; classes and clocks kept%s\n", dev, fq_note);
+            break;
+        case AttachOutcome::Moved:
+            std::printf("%s: moved to %s; classes, rules and clocks kept%s\n", dev,
+                        attach_point_name(result.hook, c.side()), fq_note);
+            break;
+        case AttachOutcome::AlreadyAttached:
+            std::printf("%s: already attached with this program; %s\n", dev,
+                        result.fq_changed ? "fq options changed" : "nothing changed");
+            break;
+        }
+        return 0;
+    };
+}
+
+Run detach(CLI::App* cmd, Common& c)
+{
+    auto file = std::make_shared<std::string>();
+    auto* dev = cmd->add_option("--dev", c.dev, "network device");
+    auto* from = cmd->add_option("-f,--file", *file, "every attached device of this configuration file (as apply reads it)");
+    dev->excludes(from);
+    ingress_flag(cmd, c)->excludes(from);
+    return [file, &c] {
+        if (!file->empty()) {
+            detach_file(*file, std::cout);
+            return 0;
+        }
+        if (c.dev.empty())
+            throw Error("detach needs --dev DEV or -f FILE");
+        Shaper::detach(c.dev, c.side());
+        std::printf("detached from %s%s\n", c.dev.c_str(), c.ingress ? " ingress" : "");
+        return 0;
+    };
+}
+
+// add-class (the required fields given) or change-class (the given fields over the class's own).
+Run class_verb(CLI::App* cmd, Common& c, bool add)
+{
+    auto o = std::make_shared<ClassOptions>();
+    dev_option(cmd, c);
+    o->add_to(cmd, add);
+    return [o, add, &c] {
+        // Validates the id and every given field, over the side's defaults.
+        const ClassSpec given = o->apply(class_defaults(c.side()));
+        const Shaper shaper = Shaper::open(c.dev, c.side());
+        if (add)
+            shaper.add_class(given);
+        else
+            shaper.change_class(o->apply(shaper.class_spec(given.id)));
+        return 0;
+    };
+}
+
+Run add_class(CLI::App* cmd, Common& c) { return class_verb(cmd, c, true); }
+Run change_class(CLI::App* cmd, Common& c) { return class_verb(cmd, c, false); }
+
+Run del_class(CLI::App* cmd, Common& c)
+{
+    auto id = std::make_shared<std::string>();
+    dev_option(cmd, c);
+    cmd->add_option("--id", *id, "class id")->required();
+    return [id, &c] {
+        Shaper::open(c.dev, c.side()).del_class(class_id(*id));
+        return 0;
+    };
+}
+
+Run set_default(CLI::App* cmd, Common& c)
+{
+    struct Opts { std::string id; bool none = false; };
+    auto o = std::make_shared<Opts>();
+    dev_option(cmd, c);
+    auto* class_opt = cmd->add_option("--class", o->id, "class id");
+    auto* none_opt = cmd->add_flag("--none", o->none, "unclassified packets pass unshaped");
+    class_opt->excludes(none_opt);
+    return [o, &c] {
+        if (!o->none && o->id.empty())
+            throw Error("set-default needs --class N or --none");
+        Shaper::open(c.dev, c.side()).set_default(o->none ? 0 : class_id(o->id));
+        return 0;
+    };
+}
+
+Run add_rule(CLI::App* cmd, Common& c)
+{
+    auto args = std::make_shared<RuleArgs>();
+    dev_option(cmd, c);
+    add_rule_options(cmd, *args);
+    return [args, &c] {
+        Shaper::open(c.dev, c.side()).add_rule(parse_rule(*args));
+        return 0;
+    };
+}
+
+Run del_rule(CLI::App* cmd, Common& c)
+{
+    auto pref = std::make_shared<std::string>();
+    dev_option(cmd, c);
+    cmd->add_option("--pref", *pref, "the rule's pref")->required();
+    return [pref, &c] {
+        Shaper::open(c.dev, c.side()).del_rule(uint32_t(parse_int(*pref, 1, SHAPER_PREF_NONE - 1, "pref")));
+        return 0;
+    };
+}
+
+Run status(CLI::App* cmd, Common& c)
+{
+    struct Opts { std::string sample = "200ms", watch; };
+    auto o = std::make_shared<Opts>();
+    dev_option(cmd, c);
+    cmd->add_flag("--json", c.json, "print JSON (schema in README.md)");
+    cmd->add_option("--sample", o->sample, "interval over which rates are measured (0 for none)");
+    cmd->add_option("--watch", o->watch, "redraw every INTERVAL (1s, 500ms) with rates over it; Ctrl-C quits");
+    return [o, &c] {
+        if (!o->watch.empty()) {
+            const uint64_t interval = parse_time(o->watch);
+            if (interval < 10'000'000)
+                throw Error("bad --watch \"" + o->watch + "\": at least 10ms");
+            watch_status(c.dev, interval, c.json, c.side());
+            return 0;
+        }
+        const auto interval = std::chrono::nanoseconds(o->sample == "0" ? 0 : parse_time(o->sample));
+        const DeviceStatus st = Shaper::open_unlocked(c.dev, c.side()).status(interval);
+        if (c.json)
+            std::cout << status_json_text(st) << std::endl;
+        else
+            std::cout << status_table(st);
+        return 0;
+    };
+}
+
+Run list(CLI::App* cmd, Common& c)
+{
+    cmd->add_flag("--json", c.json, "print JSON");
+    return [&c] {
+        const auto devices = Shaper::list();
+        if (c.json)
+            print_json(list_json(devices));
+        else
+            std::cout << list_table(devices);
+        return 0;
+    };
+}
+
+Run dump(CLI::App* cmd, Common& c)
+{
+    cmd->add_option("--dev", c.dev, "one device (default: every attached device of the namespace)");
+    return [&c] {
+        print_json(dump_config(c.dev));
+        return 0;
+    };
+}
+
+Run apply(CLI::App* cmd, Common&)
+{
+    struct Opts { std::string path; bool dry_run = false; };
+    auto o = std::make_shared<Opts>();
+    cmd->add_option("-f,--file", o->path, "JSON configuration (format of dump; README.md)")->required();
+    cmd->add_flag("--dry-run", o->dry_run, "print the changes, make none");
+    return [o] {
+        apply_file(o->path, o->dry_run, std::cout);
+        return 0;
+    };
+}
+
+Run doctor(CLI::App* cmd, Common& c)
+{
+    cmd->add_flag("--json", c.json, "print JSON");
+    return [&c] {
+        const std::vector<Finding> findings = run_doctor(c.netns);
+        if (c.json)
+            print_json(doctor_json(findings));
+        else
+            std::cout << doctor_table(findings);
+        for (const Finding& f : findings)
+            if (f.status == "fail")
+                return 1;
+        return 0;
+    };
+}
+
+Run exporter(CLI::App* cmd, Common& c)
+{
+    struct Opts { std::string listen = "127.0.0.1:9464", web_config; };
+    auto o = std::make_shared<Opts>();
+    cmd->add_option("--listen", o->listen, "HOST:PORT to serve /metrics on (default 127.0.0.1:9464)");
+    cmd->add_option("--web-config", o->web_config,
+                    "FILE: TLS and basic auth, in the Prometheus exporter-toolkit format (README.md)");
+    return [o, &c] {
+        run_exporter(o->listen, c.netns, o->web_config);  // binds before it enters the namespace
+        return 0;
+    };
+}
+
+Run schema(CLI::App*, Common&)
+{
+    return [] { return std::cout << config_schema_text() ? 0 : 1; };
+}
+
+Run help_man(CLI::App*, Common& c)
+{
+    return [&c] {
+        std::cout << man_page(*c.app, SHAPERCTL_VERSION);
+        return 0;
+    };
+}
+
+Run completion(CLI::App* cmd, Common& c)
+{
+    auto shell = std::make_shared<std::string>("bash");
+    cmd->add_option("shell", *shell, "bash (the only one)");
+    return [shell, &c] {
+        if (*shell != "bash") {
+            std::fprintf(stderr, "shaperctl: no completion for \"%s\" (only bash)\n", shell->c_str());
+            return 2;
+        }
+        std::cout << bash_completion(*c.app);
+        return 0;
+    };
+}
+
+struct Command {
+    const char* name;
+    const char* help;
+    Needs needs;
+    Define define;
+};
+
+const Command kCommands[] = {
+    {"attach", "start shaping a device (tcx or tc clsact egress + fq)", Needs::Namespace, attach},
+    {"detach", "stop shaping; restore the prior qdisc, remove every pin", Needs::Namespace, detach},
+    {"add-class", "create a class", Needs::Namespace, add_class},
+    {"change-class", "change a class; its clock carries on", Needs::Namespace, change_class},
+    {"del-class", "delete a class without children", Needs::Namespace, del_class},
+    {"set-default", "the class of packets no rule matches", Needs::Namespace, set_default},
+    {"add-rule", "send matching packets to a class (lowest pref wins)", Needs::Namespace, add_rule},
+    {"del-rule", "delete a rule", Needs::Namespace, del_rule},
+    {"status", "configuration, counters and rates of a device", Needs::Namespace, status},
+    {"list", "every device shaperctl manages", Needs::Namespace, list},
+    {"dump", "the live configuration as JSON, in apply's file format", Needs::Namespace, dump},
+    {"apply", "make devices match a configuration file; prints the diff", Needs::Namespace, apply},
+    {"doctor", "check the kernel, the host and the managed devices", Needs::OwnChecks, doctor},
+    {"exporter", "serve Prometheus metrics of the managed devices", Needs::Privileges, exporter},
+    {"schema", "print the JSON Schema of apply's configuration file", Needs::Nothing, schema},
+    {"help-man", "print the man page, shaperctl(8), as roff", Needs::Nothing, help_man},
+    {"completion", "print the shell completion script", Needs::Nothing, completion},
+};
+
+// CLI11 would only say "a subcommand is required" of a misspelt command: name it.
+bool names_a_command(const CLI::App& app, int argc, char** argv)
+{
+    for (int i = 1; i < argc; i++) {
+        const std::string arg = argv[i];
+        if (arg == "-n" || arg == "--netns") {
+            i++;
+            continue;
+        }
+        if (arg.starts_with("-"))
+            continue;
+        if (app.get_subcommands([&](const CLI::App* sub) { return sub->check_name(arg); }).empty()) {
+            std::fprintf(stderr, "shaperctl: unknown command \"%s\" (see shaperctl --help)\n", arg.c_str());
+            return false;
+        }
+        break;
+    }
+    return true;
 }
 
 }  // namespace
@@ -112,132 +386,16 @@ int main(int argc, char** argv)
 {
     CLI::App app{"shaperctl: exact, low-latency egress shaping with eBPF and sch_fq"};
     app.require_subcommand(1);
-    std::string dev, netns;
-    app.add_option("-n,--netns", netns, "network namespace of the device (/run/netns/NAME, as ip -n)");
-    bool ingress = false;  // the device's receive side, with classes, rules and counters of its own
-    auto add_ingress_flag = [&](CLI::App* cmd) {
-        return cmd->add_flag("--ingress", ingress, "the device's receive side (its own classes, rules, default, counters)");
-    };
-
-    auto* attach = app.add_subcommand("attach", "start shaping a device (tcx or tc clsact egress + fq)");
-    std::string mode = "edt", fq_horizon = "10s", fq_flow_limit, fq_limit, max_classes;
-    attach->add_option("--dev", dev, "network device")->required();
-    attach->add_option("--mode", mode, "edt (pace with sch_fq) or police (drop beyond the horizon)");
-    auto* fq_horizon_opt = attach->add_option("--fq-horizon", fq_horizon, "sch_fq horizon: departure times further ahead are dropped; at least every class horizon");
-    auto* fq_flow_limit_opt = attach->add_option("--fq-flow-limit", fq_flow_limit, "sch_fq packets per flow (default 100000; the kernel's 100 overflows under small packets)");
-    auto* fq_limit_opt = attach->add_option("--fq-limit", fq_limit, "sch_fq packets in all (default 1000000)");
-    auto* mode_opt = attach->get_option("--mode");
-    add_ingress_flag(attach);
-    attach->add_option("--max-classes", max_classes, "class id capacity, fixed at first attach (default 16384)");
-
-    auto* detach = app.add_subcommand("detach", "stop shaping; restore the prior qdisc, remove every pin");
-    std::string detach_file_path;
-    auto* detach_dev = detach->add_option("--dev", dev, "network device");
-    auto* detach_from = detach->add_option("-f,--file", detach_file_path,
-                                           "every attached device of this configuration file (as apply reads it)");
-    detach_dev->excludes(detach_from);
-    add_ingress_flag(detach)->excludes(detach_from);
-
-    ClassOptions add_opts, change_opts;
-    auto* add = app.add_subcommand("add-class", "create a class");
-    add->add_option("--dev", dev, "network device")->required();
-    add_opts.add_to(add, true);
-    add_ingress_flag(add);
-    auto* change = app.add_subcommand("change-class", "change a class; its clock carries on");
-    change->add_option("--dev", dev, "network device")->required();
-    change_opts.add_to(change, false);
-    add_ingress_flag(change);
-
-    std::string del_id;
-    auto* del = app.add_subcommand("del-class", "delete a class without children");
-    del->add_option("--dev", dev, "network device")->required();
-    del->add_option("--id", del_id, "class id")->required();
-    add_ingress_flag(del);
-
-    std::string default_id;
-    bool no_default = false;
-    auto* set_default = app.add_subcommand("set-default", "the class of packets no rule matches");
-    set_default->add_option("--dev", dev, "network device")->required();
-    auto* class_opt = set_default->add_option("--class", default_id, "class id");
-    auto* none_opt = set_default->add_flag("--none", no_default, "unclassified packets pass unshaped");
-    class_opt->excludes(none_opt);
-    add_ingress_flag(set_default);
-
-    RuleArgs rule_args;
-    auto* add_rule = app.add_subcommand("add-rule", "send matching packets to a class (lowest pref wins)");
-    add_rule->add_option("--dev", dev, "network device")->required();
-    add_rule->add_option("--class", rule_args.class_id, "class id")->required();
-    add_rule->add_option("--pref", rule_args.pref, "precedence, 1 = first; unique per device")->required();
-    add_rule->add_option("--src", rule_args.src, "source CIDR (10.0.0.0/8, 2001:db8::/32)");
-    add_rule->add_option("--dst", rule_args.dst, "destination CIDR");
-    add_rule->add_option("--proto", rule_args.proto, "tcp, udp, icmp, icmpv6, sctp, gre or a number");
-    add_rule->add_option("--sport", rule_args.sport, "source port or range P-Q");
-    add_rule->add_option("--dport", rule_args.dport, "destination port or range P-Q");
-    add_rule->add_option("--mark", rule_args.mark, "firewall mark V[/MASK]");
-    add_rule->add_option("--cgroup", rule_args.cgroup, "cgroup v2 path: the cgroup and its descendants (local sockets)");
-    add_rule->add_option("--priority", rule_args.priority, "skb priority: N, or MAJ:MIN as tc writes classids");
-    add_rule->add_option("--dscp", rule_args.dscp, "DSCP code point 0 to 63");
-    add_rule->add_option("--vlan", rule_args.vlan, "outermost VLAN id 1 to 4094");
-    add_ingress_flag(add_rule);
-
-    std::string del_pref;
-    auto* del_rule = app.add_subcommand("del-rule", "delete a rule");
-    del_rule->add_option("--dev", dev, "network device")->required();
-    del_rule->add_option("--pref", del_pref, "the rule's pref")->required();
-    add_ingress_flag(del_rule);
-
-    bool json = false;
-    std::string sample = "200ms", watch;
-    auto* status = app.add_subcommand("status", "configuration, counters and rates of a device");
-    status->add_option("--dev", dev, "network device")->required();
-    status->add_flag("--json", json, "print JSON (schema in README.md)");
-    status->add_option("--sample", sample, "interval over which rates are measured (0 for none)");
-    status->add_option("--watch", watch, "redraw every INTERVAL (1s, 500ms) with rates over it; Ctrl-C quits");
-    add_ingress_flag(status);
-
-    auto* list = app.add_subcommand("list", "every device shaperctl manages");
-    list->add_flag("--json", json, "print JSON");
-
-    auto* dump = app.add_subcommand("dump", "the live configuration as JSON, in apply's file format");
-    dump->add_option("--dev", dev, "one device (default: every attached device of the namespace)");
-
-    std::string config_path;
-    bool dry_run = false;
-    auto* apply = app.add_subcommand("apply", "make devices match a configuration file; prints the diff");
-    apply->add_option("-f,--file", config_path, "JSON configuration (format of dump; README.md)")->required();
-    apply->add_flag("--dry-run", dry_run, "print the changes, make none");
-
-    auto* doctor = app.add_subcommand("doctor", "check the kernel, the host and the managed devices");
-    doctor->add_flag("--json", json, "print JSON");
-
-    std::string listen = "127.0.0.1:9464";
-    auto* exporter = app.add_subcommand("exporter", "serve Prometheus metrics of the managed devices");
-    exporter->add_option("--listen", listen, "HOST:PORT to serve /metrics on (default 127.0.0.1:9464)");
-    std::string web_config;
-    exporter->add_option("--web-config", web_config,
-                         "FILE: TLS and basic auth, in the Prometheus exporter-toolkit format (README.md)");
-
-    auto* help_man = app.add_subcommand("help-man", "print the man page, shaperctl(8), as roff");
-    std::string shell = "bash";
-    auto* completion = app.add_subcommand("completion", "print the shell completion script");
-    completion->add_option("shell", shell, "bash (the only one)");
-
-    // CLI11 would only say "a subcommand is required" of a misspelt command: name it.
-    for (int i = 1; i < argc; i++) {
-        std::string arg = argv[i];
-        if (arg == "-n" || arg == "--netns") {
-            i++;
-            continue;
-        }
-        if (arg.starts_with("-"))
-            continue;
-        if (app.get_subcommands([&](CLI::App* sub) { return sub->check_name(arg); }).empty()) {
-            std::fprintf(stderr, "shaperctl: unknown command \"%s\" (see shaperctl --help)\n", arg.c_str());
-            return 2;
-        }
-        break;
+    Common common;
+    common.app = &app;
+    app.add_option("-n,--netns", common.netns, "network namespace of the device (/run/netns/NAME, as ip -n)");
+    std::map<const CLI::App*, std::pair<const Command*, Run>> commands;
+    for (const Command& command : kCommands) {
+        CLI::App* sub = app.add_subcommand(command.name, command.help);
+        commands[sub] = {&command, command.define(sub, common)};
     }
-
+    if (!names_a_command(app, argc, argv))
+        return 2;
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {
@@ -248,132 +406,15 @@ int main(int argc, char** argv)
         std::fprintf(stderr, "shaperctl: %s (see shaperctl --help)\n", e.what());
         return 2;
     }
-
-    // Built from the CLI's own definition; no privileges needed (the build runs these).
-    if (*help_man) {
-        std::cout << man_page(app, SHAPERCTL_VERSION);
-        return 0;
-    }
-    if (*completion) {
-        if (shell != "bash") {
-            std::fprintf(stderr, "shaperctl: no completion for \"%s\" (only bash)\n", shell.c_str());
-            return 2;
-        }
-        std::cout << bash_completion(app);
-        return 0;
-    }
-
+    const auto& [command, run] = commands.at(app.get_subcommands().front());
     try {
-        if (*doctor) {  // reports missing privileges as a finding of its own
-            const std::vector<Finding> findings = run_doctor(netns);
-            if (json)
-                print_json(doctor_json(findings));
-            else
-                std::cout << doctor_table(findings);
-            for (const Finding& f : findings)
-                if (f.status == "fail")
-                    return 1;
-            return 0;
-        }
-        require_privileges();  // before anything else, so the refusal names the real cause
-        if (*exporter) {
-            run_exporter(listen, netns, web_config);  // binds before it enters the namespace
-            return 0;
-        }
-        if (!netns.empty())
-            enter_netns(netns);
-        const Direction side = ingress ? Direction::Ingress : Direction::Egress;
-        if (*attach) {
-            if (ingress && mode_opt->count())
-                throw Error("attach --ingress takes no --mode: received packets are not queued, "
-                            "so ingress marks and drops");
-            AttachOptions options;
-            options.direction = side;
-            options.mode = parse_mode(mode);
-            options.fq.horizon_ns = parse_time(fq_horizon);
-            if (!fq_flow_limit.empty())
-                options.fq.flow_limit = uint32_t(parse_int(fq_flow_limit, 1, UINT32_MAX, "fq flow limit"));
-            if (!fq_limit.empty())
-                options.fq.limit = uint32_t(parse_int(fq_limit, 1, UINT32_MAX, "fq limit"));
-            if (!max_classes.empty())
-                options.max_classes = uint32_t(parse_int(max_classes, 2, SHAPER_LIMIT_MAX_CLASSES, "max classes"));
-            options.fq_given = {fq_horizon_opt->count() > 0, fq_flow_limit_opt->count() > 0,
-                                fq_limit_opt->count() > 0};
-            const AttachResult result = Shaper::attach(dev, options);
-            const char* fq_note = result.fq_changed ? "; fq options changed" : "";
-            switch (result.outcome) {
-            case AttachOutcome::Attached:
-                if (ingress)
-                    std::printf("attached to %s ingress\n", dev.c_str());
-                else
-                    std::printf("attached to %s (%s mode)\n", dev.c_str(), mode_name(options.mode));
-                break;
-            case AttachOutcome::Upgraded:
-                std::printf("%s: program upgraded in place; classes and clocks kept%s\n", dev.c_str(), fq_note);
-                break;
-            case AttachOutcome::Moved:
-                std::printf("%s: moved to %s; classes, rules and clocks kept%s\n", dev.c_str(),
-                            attach_point_name(result.hook, side), fq_note);
-                break;
-            case AttachOutcome::AlreadyAttached:
-                std::printf("%s: already attached with this program; %s\n", dev.c_str(),
-                            result.fq_changed ? "fq options changed" : "nothing changed");
-                break;
-            }
-        } else if (*detach) {
-            if (!detach_file_path.empty()) {
-                detach_file(detach_file_path, std::cout);
-            } else {
-                if (dev.empty())
-                    throw Error("detach needs --dev DEV or -f FILE");
-                Shaper::detach(dev, side);
-                std::printf("detached from %s%s\n", dev.c_str(), ingress ? " ingress" : "");
-            }
-        } else if (*add) {
-            ClassSpec spec = add_opts.apply(class_defaults(side));
-            Shaper::open(dev, side).add_class(spec);
-        } else if (*change) {
-            ClassSpec probe = change_opts.apply({});  // validates the id and every given field
-            const Shaper shaper = Shaper::open(dev, side);
-            shaper.change_class(change_opts.apply(shaper.class_spec(probe.id)));
-        } else if (*del) {
-            Shaper::open(dev, side).del_class(uint32_t(parse_int(del_id, 1, UINT32_MAX, "class id")));
-        } else if (*set_default) {
-            if (!no_default && default_id.empty())
-                throw Error("set-default needs --class N or --none");
-            uint32_t id = no_default ? 0 : uint32_t(parse_int(default_id, 1, UINT32_MAX, "class id"));
-            Shaper::open(dev, side).set_default(id);
-        } else if (*add_rule) {
-            const shaper_rule rule = parse_rule(rule_args);
-            Shaper::open(dev, side).add_rule(rule);
-        } else if (*del_rule) {
-            Shaper::open(dev, side).del_rule(uint32_t(parse_int(del_pref, 1, SHAPER_PREF_NONE - 1, "pref")));
-        } else if (*status && !watch.empty()) {
-            const uint64_t interval = parse_time(watch);
-            if (interval < 10'000'000)
-                throw Error("bad --watch \"" + watch + "\": at least 10ms");
-            watch_status(dev, interval, json, side);
-        } else if (*status) {
-            const auto interval = std::chrono::nanoseconds(sample == "0" ? 0 : parse_time(sample));
-            const DeviceStatus st = Shaper::open_unlocked(dev, side).status(interval);
-            if (json)
-                std::cout << status_json_text(st) << std::endl;
-            else
-                std::cout << status_table(st);
-        } else if (*list) {
-            const auto devices = Shaper::list();
-            if (json)
-                print_json(list_json(devices));
-            else
-                std::cout << list_table(devices);
-        } else if (*dump) {
-            print_json(dump_config(dev));
-        } else if (*apply) {
-            apply_file(config_path, dry_run, std::cout);
-        }
+        if (command->needs >= Needs::Privileges)
+            require_privileges();  // before anything else, so the refusal names the real cause
+        if (command->needs == Needs::Namespace && !common.netns.empty())
+            enter_netns(common.netns);
+        return run();
     } catch (const std::exception& e) {
         std::fprintf(stderr, "shaperctl: %s\n", e.what());
         return 1;
     }
-    return 0;
 }

@@ -6,7 +6,9 @@
 #include <map>
 #include <sstream>
 
+#include "loader/class_spec.h"
 #include "loader/egress_hook.h"
+#include "loader/mode.h"
 #include "rule_args.h"
 #include "units.h"
 
@@ -64,41 +66,45 @@ struct Scalar {
 Scalar num(uint64_t v) { return {Scalar::Unsigned, v}; }
 Scalar snum(int64_t v) { return {Scalar::Signed, 0, v}; }
 Scalar flag(bool v) { return {Scalar::Bool, v}; }
-Scalar id_or_null_scalar(uint32_t id) { return id ? num(id) : Scalar{Scalar::Null}; }
 Scalar text(const char* v) { return {Scalar::Text, 0, 0, v}; }
 
-using ClassField = std::pair<const char*, Scalar>;
-
-std::array<ClassField, 25> class_fields(const ClassStatus& c)
+// A configured value as status shows it: a number, null for no parent, a boolean for an on/off
+// switch, else the switch's word.
+Scalar spec_scalar(const ClassField& f, int64_t v)
 {
+    switch (f.kind) {
+    case FieldKind::ClassId: return v ? num(uint64_t(v)) : Scalar{Scalar::Null};
+    case FieldKind::Int: return snum(v);
+    case FieldKind::Switch: return std::string_view(f.on) == "on" ? flag(v != 0) : text(v ? f.on : f.off);
+    default: return num(uint64_t(v));
+    }
+}
+
+// Calls each(key, value) for every status field of a class, in schema order: the class's
+// identity (id, parent), its configuration (the class table's order), its counters.
+template <class Each>
+void for_each_status_field(const ClassStatus& c, Each&& each)
+{
+    const ClassField& id = class_fields()[0];
+    const ClassField& parent = *find_class_field("parent");
+    each(id.status_key, spec_scalar(id, id.get(c.spec)));
+    each(parent.status_key, spec_scalar(parent, parent.get(c.spec)));
+    for (const ClassField& f : class_fields())
+        if (&f != &id && &f != &parent)
+            each(f.status_key, spec_scalar(f, f.get(c.spec)));
     const ClassCounters& n = c.counters;
-    return {{
-        {"id", num(c.spec.id)},
-        {"parent", id_or_null_scalar(c.spec.parent)},
-        {"rate_bps", num(c.spec.rate_bps)},
-        {"burst_bytes", num(c.spec.burst_bytes)},
-        {"overhead", snum(c.spec.overhead)},
-        {"mpu", num(c.spec.mpu)},
-        {"horizon_ns", num(c.spec.horizon_ns)},
-        {"aqm", text(c.spec.aqm ? "codel" : "off")},
-        {"aqm_target_ns", num(c.spec.aqm_target_ns)},
-        {"aqm_interval_ns", num(c.spec.aqm_interval_ns)},
-        {"ecn", flag(c.spec.ecn)},
-        {"sparse_flows", flag(c.spec.sparse)},
-        {"fair_shares", flag(c.spec.fair)},
-        {"packets", num(n.packets)},
-        {"segments", num(n.segments)},
-        {"bytes", num(n.bytes)},
-        {"drops", num(n.drops_horizon + n.drops_aqm + n.drops_fair)},
-        {"drops_horizon", num(n.drops_horizon)},
-        {"drops_aqm", num(n.drops_aqm)},
-        {"drops_fair", num(n.drops_fair)},
-        {"ecn_marks", num(n.ecn_marks)},
-        {"fair_marks", num(n.fair_marks)},
-        {"sparse", num(n.sparse)},
-        {"backlog_ns", snum(c.backlog_ns)},
-        {"rate_estimate_bps", num(c.rate_estimate_bps)},
-    }};
+    each("packets", num(n.packets));
+    each("segments", num(n.segments));
+    each("bytes", num(n.bytes));
+    each("drops", num(n.drops_horizon + n.drops_aqm + n.drops_fair));
+    each("drops_horizon", num(n.drops_horizon));
+    each("drops_aqm", num(n.drops_aqm));
+    each("drops_fair", num(n.drops_fair));
+    each("ecn_marks", num(n.ecn_marks));
+    each("fair_marks", num(n.fair_marks));
+    each("sparse", num(n.sparse));
+    each("backlog_ns", snum(c.backlog_ns));
+    each("rate_estimate_bps", num(c.rate_estimate_bps));
 }
 
 nlohmann::ordered_json to_json(const Scalar& v)
@@ -134,16 +140,17 @@ std::string classes_text(const std::vector<ClassStatus>& classes)
     std::string out = "[\n";
     out.reserve(classes.size() * 700);
     for (size_t i = 0; i < classes.size(); i++) {
-        out += "    {\n";
-        const auto fields = class_fields(classes[i]);
-        for (size_t f = 0; f < fields.size(); f++) {
+        out += "    {";
+        const char* separator = "\n";
+        for_each_status_field(classes[i], [&](const char* key, const Scalar& value) {
+            out += separator;
             out += "      \"";
-            out += fields[f].first;
+            out += key;
             out += "\": ";
-            append(out, fields[f].second);
-            out += f + 1 < fields.size() ? ",\n" : "\n";
-        }
-        out += i + 1 < classes.size() ? "    },\n" : "    }\n";
+            append(out, value);
+            separator = ",\n";
+        });
+        out += i + 1 < classes.size() ? "\n    },\n" : "\n    }\n";
     }
     out += "  ]";
     return out;
@@ -196,8 +203,7 @@ nlohmann::ordered_json status_json(const DeviceStatus& st)
     nlohmann::ordered_json& classes = j["classes"];
     for (const ClassStatus& c : st.classes) {
         nlohmann::ordered_json k = nlohmann::ordered_json::object();
-        for (const auto& [name, value] : class_fields(c))
-            k[name] = to_json(value);
+        for_each_status_field(c, [&](const char* key, const Scalar& value) { k[key] = to_json(value); });
         classes.push_back(std::move(k));
     }
     return j;

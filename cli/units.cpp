@@ -68,19 +68,13 @@ bool is_space(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
 std::string quote(std::string_view text)
 {
     constexpr size_t kMax = 40;
-    std::string out = "\"";
+    std::string shown;
     for (char c : text.substr(0, kMax)) {
-        auto uc = static_cast<unsigned char>(c);
-        if (uc < 0x20 || uc == 0x7f) {
-            char buf[8];
-            std::snprintf(buf, sizeof buf, "\\x%02x", uc);
-            out += buf;
-        } else {
-            if (c == '"' || c == '\\') out += '\\';
-            out += c;
-        }
+        if (c == '"' || c == '\\')
+            shown += '\\';
+        shown += c;
     }
-    return out + (text.size() > kMax ? "...\"" : "\"");
+    return "\"" + one_line(shown) + (text.size() > kMax ? "...\"" : "\"");
 }
 
 const Unit* find_unit(const Kind& kind, std::string_view name)

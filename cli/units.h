@@ -10,10 +10,13 @@
 #include <string>
 #include <string_view>
 
+#include "shaper_abi.h"
+
 namespace shaperctl {
 
-inline constexpr uint64_t kMinRate = 8'000;            // bits/s, 8kbit
-inline constexpr uint64_t kMaxRate = 400'000'000'000;  // bits/s, 400gbit
+// The datapath's bounds (bits/s): 8kbit to 400gbit.
+inline constexpr uint64_t kMinRate = SHAPER_RATE_MIN_BPS;
+inline constexpr uint64_t kMaxRate = SHAPER_RATE_MAX_BPS;
 
 // Bits per second, kMinRate..kMaxRate. A unit is required.
 //   bit kbit mbit gbit tbit        (x1000 steps)

@@ -5,6 +5,8 @@
 #include <map>
 #include <set>
 
+#include "loader/class_tree.h"
+
 namespace shaperctl {
 namespace {
 
@@ -13,21 +15,6 @@ shaper_rule normalized(shaper_rule r)
     r.pad8 = 0;
     r.pad32 = 0;
     return r;
-}
-
-// Levels above each class in a parent map (0 for a top-level class); a cycle counts as deep.
-std::map<uint32_t, unsigned> depths(const std::map<uint32_t, uint32_t>& parents)
-{
-    std::map<uint32_t, unsigned> depth;
-    for (const auto& [id, parent] : parents) {
-        unsigned d = 0;
-        for (uint32_t up = parent; up && d <= parents.size(); d++) {
-            auto it = parents.find(up);
-            up = it == parents.end() ? 0 : it->second;
-        }
-        depth[id] = d;
-    }
-    return depth;
 }
 
 }  // namespace
@@ -43,7 +30,7 @@ std::vector<ConfigStep> plan_config(const ShaperConfig& current, const ShaperCon
     using Kind = ConfigStep::Kind;
     std::vector<ConfigStep> steps;
     std::map<uint32_t, ClassSpec> cur, want;
-    std::map<uint32_t, uint32_t> cur_parents, want_parents;
+    ClassParents cur_parents, want_parents;
     for (const ClassSpec& c : current.classes) {
         cur[c.id] = c;
         cur_parents[c.id] = c.parent;
@@ -123,7 +110,7 @@ std::vector<ConfigStep> plan_config(const ShaperConfig& current, const ShaperCon
 
     // 3. Classes added or changed, in the desired tree's order: each one's parent (and all its
     //    ancestors) are then final, so no intermediate state has a cycle.
-    const auto want_depth = depths(want_parents);
+    const auto want_depth = class_depths(want_parents);
     // (depth, id) pairs: a comparator looking depths up in the map cost most of a no-op apply
     // of 100,000 classes.
     std::vector<std::pair<unsigned, uint32_t>> order;
@@ -165,7 +152,7 @@ std::vector<ConfigStep> plan_config(const ShaperConfig& current, const ShaperCon
     }
 
     // 6. Classes that go, children first: no rule, default or kept child refers to them now.
-    const auto cur_depth = depths(cur_parents);
+    const auto cur_depth = class_depths(cur_parents);
     std::vector<std::pair<unsigned, uint32_t>> gone;
     for (const auto& [id, depth] : cur_depth)
         if (!want.count(id))

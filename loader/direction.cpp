@@ -2,9 +2,9 @@
 
 namespace shaperctl {
 
-const uint64_t kIngressDefaultHorizonNs = 200'000'000;  // 200 ms
+const uint64_t kIngressDefaultHorizonNs = 250'000'000;  // 250 ms
 const uint64_t kIngressDefaultTargetNs = 2'000'000;     // 2 ms
-const uint64_t kIngressDefaultIntervalNs = 10'000'000;  // 10 ms
+const uint64_t kIngressDefaultIntervalNs = 5'000'000;   // 5 ms
 
 const char* direction_name(Direction direction)
 {

@@ -34,6 +34,8 @@ struct FqOptions {
     // what actually queues is bounded by rate x horizon per class.
     uint32_t flow_limit = 100'000;         // packets per flow; 0: kernel default (100)
     uint32_t limit = 1'000'000;            // packets in all; 0: kernel default (10000)
+
+    friend bool operator==(const FqOptions&, const FqOptions&) = default;
 };
 
 // The qdiscs of the device (not the hidden default children of e.g. tbf).

@@ -32,6 +32,17 @@ void publish_rules(const ShaperMaps& maps)
     maps.set_settings(settings);
 }
 
+uint32_t take_free_rule_slot(std::vector<bool>& used)
+{
+    uint32_t slot = 0;
+    while (slot < used.size() && used[slot])
+        slot++;
+    if (slot == used.size())
+        throw Error("all " + std::to_string(used.size()) + " rule slots are in use");
+    used[slot] = true;
+    return slot;
+}
+
 void add_rule(const ShaperMaps& maps, const shaper_rule& rule)
 {
     validate_rule(rule);
@@ -46,11 +57,7 @@ void add_rule(const ShaperMaps& maps, const shaper_rule& rule)
         rules.push_back(existing);
         slots.push_back(slot);
     }
-    uint32_t slot = 0;
-    while (slot < SHAPER_MAX_RULES && used[slot])
-        slot++;
-    if (slot == SHAPER_MAX_RULES)
-        throw Error("all " + std::to_string(SHAPER_MAX_RULES) + " rule slots are in use");
+    const uint32_t slot = take_free_rule_slot(used);
     rules.push_back(rule);
     slots.push_back(slot);
     compile_rules(rules, slots, 0);  // refuses a set the datapath cannot hold, before any write

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "loader/rule_compiler.h"
 #include "shaper_abi.h"
@@ -15,6 +16,9 @@ class ShaperMaps;
 // duplicate pref, a full table, or a set the datapath cannot hold. The class is not checked.
 void add_rule(const ShaperMaps& maps, const shaper_rule& rule);
 void del_rule(const ShaperMaps& maps, uint32_t pref);
+
+// The lowest slot not `used` (SHAPER_MAX_RULES of them), marked used now; Error when all are.
+uint32_t take_free_rule_slot(std::vector<bool>& used);
 
 // Compiles the stored rules into the inactive generation, then switches the datapath to it.
 void publish_rules(const ShaperMaps& maps);

@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "loader/bpffs.h"
+#include "loader/class_tree.h"
 #include "loader/egress_hook.h"
 #include "loader/libbpf_log.h"
 #include "loader/error.h"
@@ -115,24 +116,12 @@ std::string attach_hint(const std::string& dev, Direction side)
 }
 
 // Parent of every configured class, for cycle and depth checks.
-std::map<uint32_t, uint32_t> parents_of(const ShaperMaps& maps)
+ClassParents parents_of(const ShaperMaps& maps)
 {
-    std::map<uint32_t, uint32_t> parents;
+    ClassParents parents;
     for (const auto& [id, config] : maps.class_configs())
         parents[id] = config.parent_id;
     return parents;
-}
-
-// Levels below `id` (0 for a leaf).
-unsigned subtree_height(const std::map<uint32_t, uint32_t>& parents, uint32_t id, unsigned guard = 0)
-{
-    unsigned height = 0;
-    if (guard > SHAPER_MAX_DEPTH)
-        return height;
-    for (const auto& [child, parent] : parents)
-        if (parent == id)
-            height = std::max(height, 1 + subtree_height(parents, child, guard + 1));
-    return height;
 }
 
 // The device's pins and record, then the namespace's and the root directories once empty
@@ -177,11 +166,6 @@ uint32_t l2_header_len(const Device& device)
 
 }  // namespace
 
-const char* mode_name(uint32_t mode)
-{
-    return mode == SHAPER_MODE_POLICE ? "police" : "edt";
-}
-
 void require_privileges(bool loading)
 {
     __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
@@ -199,13 +183,13 @@ void require_privileges(bool loading)
                     "beside CAP_BPF and CAP_NET_ADMIN");
 }
 
-namespace {
-
 bool same_fq(const FqOptions& a, const FqOptions& b)
 {
     return a.horizon_ns == b.horizon_ns && a.horizon_drop == b.horizon_drop &&
            a.flow_limit == b.flow_limit && a.limit == b.limit;
 }
+
+namespace {
 
 // What attach asks of a device attached already: its fq options with the given ones replaced.
 FqOptions fq_with_given(FqOptions fq, const AttachOptions& options)
@@ -493,12 +477,7 @@ void Shaper::apply(const std::vector<ConfigStep>& steps) const
             if (auto it = slot_of.find(step.new_rule.pref); it != slot_of.end()) {
                 slot = it->second;
             } else {
-                while (slot < SHAPER_MAX_RULES && used[slot])
-                    slot++;
-                if (slot == SHAPER_MAX_RULES)
-                    throw Error(dev_prefix(device_) + "all " + std::to_string(SHAPER_MAX_RULES) +
-                                " rule slots are in use");
-                used[slot] = true;
+                slot = take_free_rule_slot(used);
                 slot_of[step.new_rule.pref] = slot;
             }
             maps_.write_rule(slot, step.new_rule);
@@ -532,8 +511,7 @@ uint64_t Shaper::default_horizon() const
 {
     if (device_.direction == Direction::Ingress)
         return kIngressDefaultHorizonNs;
-    return record_.mode == SHAPER_MODE_POLICE ? SHAPER_DEFAULT_POLICE_HORIZON_NS
-                                              : SHAPER_DEFAULT_HORIZON_NS;
+    return mode_horizon(record_.mode);
 }
 
 FqHorizon Shaper::fq_horizon() const
@@ -554,18 +532,13 @@ void Shaper::check_parent(uint32_t id, uint32_t parent) const
         return;
     if (!maps_.class_config(parent))
         throw Error(dev_prefix(device_) + "unknown parent class " + std::to_string(parent));
-    const auto parents = parents_of(maps_);
-    unsigned depth = 1;  // levels from `id` up to the top, counting id
-    for (uint32_t up = parent; up; depth++) {
-        if (up == id)
-            throw Error(dev_prefix(device_) + "parent " + std::to_string(parent) + " of class " +
-                        std::to_string(id) + " would make a cycle");
-        auto it = parents.find(up);
-        up = it == parents.end() ? 0 : it->second;
-        if (depth > SHAPER_MAX_DEPTH)
-            break;
-    }
-    if (depth + subtree_height(parents, id) > SHAPER_MAX_DEPTH)
+    ClassParents parents = parents_of(maps_);
+    parents[id] = parent;
+    const TreeFault fault = check_class_tree(parents);
+    if (fault.kind == TreeFault::Cycle)
+        throw Error(dev_prefix(device_) + "parent " + std::to_string(parent) + " of class " +
+                    std::to_string(id) + " would make a cycle");
+    if (fault)
         throw Error(dev_prefix(device_) + "class " + std::to_string(id) + " under parent " +
                     std::to_string(parent) + " would be more than " +
                     std::to_string(SHAPER_MAX_DEPTH) + " levels deep");

@@ -14,6 +14,7 @@
 #include "loader/device.h"
 #include "loader/fd.h"
 #include "loader/maps.h"
+#include "loader/mode.h"
 #include "loader/qdisc.h"
 
 namespace shaperctl {
@@ -24,6 +25,9 @@ struct FqOptionsGiven {
     bool horizon = false, flow_limit = false, limit = false;
     bool any() const { return horizon || flow_limit || limit; }
 };
+
+// Whether two sets of fq options configure sch_fq alike.
+bool same_fq(const FqOptions& a, const FqOptions& b);
 
 struct AttachOptions {
     uint32_t mode = SHAPER_MODE_EDT;
@@ -145,7 +149,5 @@ private:
 // Error when the process lacks CAP_BPF/CAP_SYS_ADMIN or CAP_NET_ADMIN, or, when it will load the
 // datapath, CAP_PERFMON/CAP_SYS_ADMIN.
 void require_privileges(bool loading = false);
-
-const char* mode_name(uint32_t mode);
 
 }  // namespace shaperctl

@@ -1,17 +1,14 @@
 #include "loader/tc_filter.h"
 
 #include <bpf/libbpf.h>
-#include <libmnl/libmnl.h>
 #include <linux/pkt_sched.h>
 #include <linux/rtnetlink.h>
-#include <time.h>
 
 #include <cerrno>
-#include <memory>
 #include <string>
-#include <vector>
 
 #include "loader/error.h"
+#include "loader/rtnetlink.h"
 
 namespace shaperctl {
 namespace {
@@ -39,42 +36,25 @@ bpf_tc_opts filter_opts(uint32_t priority, int prog_fd = 0, uint32_t flags = 0)
     return opts;
 }
 
-int count_filter(const nlmsghdr* nlh, void* data)
-{
-    const auto* tcm = static_cast<const tcmsg*>(mnl_nlmsg_get_payload(nlh));
-    if (tcm->tcm_handle != 0)  // each filter is dumped once with its handle, once per chain
-        ++*static_cast<unsigned*>(data);
-    return MNL_CB_OK;
-}
-
 // Filters on one clsact direction, over an RTM_GETTFILTER dump.
 unsigned filters_on(int ifindex, uint32_t parent)
 {
-    std::unique_ptr<mnl_socket, decltype(&mnl_socket_close)> nl(mnl_socket_open(NETLINK_ROUTE),
-                                                               mnl_socket_close);
-    if (!nl || mnl_socket_bind(nl.get(), 0, MNL_SOCKET_AUTOPID))
-        throw Error(errno_message("cannot open rtnetlink", errno));
-    std::vector<char> buf(MNL_SOCKET_BUFFER_SIZE);
-    nlmsghdr* nlh = mnl_nlmsg_put_header(buf.data());
-    nlh->nlmsg_type = RTM_GETTFILTER;
-    nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
-    nlh->nlmsg_seq = static_cast<uint32_t>(time(nullptr));
-    auto* tcm = static_cast<tcmsg*>(mnl_nlmsg_put_extra_header(nlh, sizeof(tcmsg)));
-    tcm->tcm_family = AF_UNSPEC;
-    tcm->tcm_ifindex = ifindex;
-    tcm->tcm_parent = parent;
-    if (mnl_socket_sendto(nl.get(), nlh, nlh->nlmsg_len) < 0)
-        throw Error(errno_message("cannot list tc filters", errno));
+    rtnl::RouteSocket sock;
+    rtnl::Request request(RTM_GETTFILTER, NLM_F_DUMP);
+    auto& tcm = request.family_header<tcmsg>();
+    tcm.tcm_family = AF_UNSPEC;
+    tcm.tcm_ifindex = ifindex;
+    tcm.tcm_parent = parent;
     unsigned count = 0;
-    const unsigned portid = mnl_socket_get_portid(nl.get());
-    for (;;) {
-        ssize_t n = mnl_socket_recvfrom(nl.get(), buf.data(), buf.size());
-        if (n < 0)
-            throw Error(errno_message("cannot list tc filters", errno));
-        int ret = mnl_cb_run(buf.data(), n, nlh->nlmsg_seq, portid, count_filter, &count);
-        if (ret <= MNL_CB_STOP)
-            break;
-    }
+    rtnl::Reply reply = sock.dump(request, [&] { count = 0; }, [&](const nlmsghdr& msg) {
+        auto* tcm = static_cast<const tcmsg*>(mnl_nlmsg_get_payload(&msg));
+        // Each filter is dumped once with its handle, once per chain without.
+        if (msg.nlmsg_type == RTM_NEWTFILTER && mnl_nlmsg_get_payload_len(&msg) >= sizeof(tcmsg) &&
+            tcm->tcm_handle != 0)
+            ++count;
+    });
+    if (reply.err)
+        throw Error("cannot list tc filters: " + rtnl::describe(reply));
     return count;
 }
 

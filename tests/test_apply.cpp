@@ -11,6 +11,7 @@
 #include <set>
 
 #include "cli/config_file.h"
+#include "cli/config_schema.h"
 #include "loader/cgroup.h"
 #include "loader/config.h"
 #include "loader/device.h"
@@ -108,7 +109,7 @@ TEST_F(Apply, DumpThenApplyIsANoOpAndRebuildsTheSameState)
     EXPECT_EQ(d["default_class"], 3);
     EXPECT_EQ(d["classes"][0], json::parse(R"({"id": 1, "rate": "20mbit", "burst": "64kb", "parent": null,
         "overhead": 24, "mpu": "64b", "horizon": "10ms", "aqm": "codel", "target": "5ms",
-        "interval": "100ms", "ecn": "on", "sparse": "on", "fair": "on"})"));
+        "interval": "100ms", "ecn": "on", "sparse": "on", "fair": "on", "fair_tolerance": 125})"));
     EXPECT_EQ(d["classes"][2]["rate"], "56mbit");
     EXPECT_EQ(d["classes"][2]["ecn"], "off");
     EXPECT_EQ(d["classes"][2]["sparse"], "off");
@@ -430,12 +431,45 @@ TEST_F(Apply, ManyClassesTakeOneProcess)
     EXPECT_EQ(std::count(changes.begin(), changes.end(), '\n'), 1 + 1980);
 }
 
+// A class option end to end: add-class, change-class, dump, apply's diff, status --json and the
+// schema all know the fair tolerance from its one entry in the class table.
+TEST_F(Apply, FairToleranceRoundTripsThroughEveryLayer)
+{
+    ok("attach --dev sh0 --mode police");
+    ok("add-class --dev sh0 --id 1 --rate 10mbit --fair-tolerance 250");
+    json d = dump();
+    EXPECT_EQ(d["devices"][0]["classes"][0]["fair_tolerance"], 250);
+    d["devices"][0]["classes"][0]["fair_tolerance"] = 400;
+    d["devices"][0]["classes"][1] = {{"id", 2}, {"rate", "1mbit"}, {"fair_tolerance", 300}};
+    EXPECT_EQ(apply(d), "dev sh0:\n~ class 1 fair_tolerance 250 -> 400\n+ class 2 rate 1mbit fair_tolerance 300\n");
+    EXPECT_EQ(apply(d), "no changes\n");
+    Outcome st = sh("status --dev sh0 --json --sample 0");
+    ASSERT_EQ(st.status, 0) << st.err;
+    EXPECT_EQ(json::parse(st.out)["classes"][0]["fair_tolerance_permille"], 400);
+    ok("change-class --dev sh0 --id 1 --fair-tolerance 125");
+    EXPECT_EQ(dump()["devices"][0]["classes"][0]["fair_tolerance"], 125);
+    Outcome bad = sh("add-class --dev sh0 --id 3 --rate 1mbit --fair-tolerance 0");
+    EXPECT_NE(bad.status, 0);
+    EXPECT_NE(bad.err.find("bad fair tolerance \"0\""), std::string::npos) << bad.err;
+    d["devices"][0]["classes"][1]["fair_tolerance"] = 1001;
+    write_file(file_, d.dump());
+    Outcome refused = sh("apply -f " + file_);
+    EXPECT_NE(refused.err.find("devices[0].classes[1].fair_tolerance: 1001 is out of range (1 to 1000)"),
+              std::string::npos) << refused.err;
+    const auto schema = shaperctl::config_schema()["$defs"]["class"]["properties"]["fair_tolerance"];
+    EXPECT_EQ(schema["default"], 125);
+    EXPECT_EQ(schema["maximum"], 1000);
+}
+
 // The schema ships with the keys the parser takes, and what dump prints validates against it.
 TEST(ConfigSchema, MatchesTheParserAndValidatesDumps)
 {
     if (access(SHAPERCTL_SOURCE_DIR "/packaging/shaperctl-config.schema.json", R_OK) != 0)
         GTEST_SKIP() << "no source tree here (the stock-kernel VM has the binaries only)";
-    const json schema = json::parse(read_file(SHAPERCTL_SOURCE_DIR "/packaging/shaperctl-config.schema.json"));
+    const std::string shipped = read_file(SHAPERCTL_SOURCE_DIR "/packaging/shaperctl-config.schema.json");
+    EXPECT_EQ(shipped, shaperctl::config_schema_text())
+        << "the shipped schema is not what the class table makes: shaperctl schema > packaging/shaperctl-config.schema.json";
+    const json schema = json::parse(shipped);
     auto keys = [&](const json& object) {
         std::set<std::string> out;
         for (const auto& [k, v] : object["properties"].items())

@@ -1,6 +1,6 @@
 // shaperctl end to end on the host kernel: each command its own process, in a throw-away
 // network namespace with a veth pair. This kernel has no sch_fq, so attach runs in police mode;
-// pacing with fq is tested in the stock-kernel VM (tests/vm).
+// pacing with fq is tested in the stock-kernel VM (vm/).
 #include <bpf/bpf.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -96,7 +96,7 @@ TEST_F(Cli, EdtAttachWithoutSchFqIsRefusedAndChangesNothing)
     refused("status --dev sh0", "not attached");
 }
 
-// Runs where the kernel has sch_fq: in the stock-kernel VM (tests/vm/gtest-in-vm.sh).
+// Runs where the kernel has sch_fq: in the stock-kernel VM (tests/gtest-in-vm.sh).
 TEST_F(Cli, EdtAttachPutsFqOnEveryQueueAndDetachRestoresThePriorRoot)
 {
     if (access("/sys/module/sch_fq", F_OK) != 0)

@@ -270,6 +270,30 @@ TEST_F(FlowsDatapath, BulkFlowsAtTheirShareAreNeverDroppedWhileFlowsChurn)
     EXPECT_GE(maps_->clock(1).fair_share_ns, kShare);
 }
 
+// The class's fair tolerance decides how far past the last epoch's share a bulk flow goes before
+// it is held back (one packet dropped, ECN off): an eighth by default, more or less as
+// configured. 1500 bytes are 120 us at 100 Mbit; the share is ten of them, the allowance two.
+TEST_F(FlowsDatapath, FairToleranceDecidesWhenAFlowAboveItsShareIsHeldBack)
+{
+    constexpr uint64_t kShare = 10 * 120'000ull;
+    uint16_t sport = 20000;
+    // The packet (1-based) each tolerance drops first: the first whose total exceeds
+    // share + share * tolerance / 1000 + one frame.
+    for (auto [tolerance, first_drop] : {std::pair{0u, 13}, {125u, 13}, {10u, 12}, {500u, 17}}) {
+        ClassSpec spec{.id = 1, .rate_bps = 100'000'000, .horizon_ns = 60 * kSec, .ecn = false};
+        if (tolerance)
+            spec.fair_tolerance = tolerance;
+        add_class(spec, false, false, true);
+        backlogged_epoch(1, 10 * kSec, kShare, false);
+        const PacketSpec flow{.sport = sport++, .dport = 443};
+        int dropped_at = 0;
+        for (int i = 1; i <= 20 && !dropped_at; i++)
+            if (send(flow, 1500).action == kTcActShot)
+                dropped_at = i;
+        EXPECT_EQ(dropped_at, first_drop) << "tolerance " << tolerance << " per mille";
+    }
+}
+
 // Neighbour discovery and ARP: charged like any packet, never dropped by fair shares, CoDel or
 // the horizon, up to the slack past the horizon that only a flood of them reaches.
 const PacketSpec kArp{.src = "10.0.0.1", .dst = "10.0.0.2", .arp = true};

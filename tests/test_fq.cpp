@@ -1,7 +1,7 @@
 // What the shaper owes sch_fq, which enforces its departure times: no packet stamped to leave
 // later may carry the priority sch_fq sends unpaced (BPF_PROG_TEST_RUN), and no class horizon
 // may lie beyond fq's, where fq would drop what the class has charged (the check itself, and a
-// file's classes against the file's fq horizon). End to end: tests/vm/e2e (case prio7) and the
+// file's classes against the file's fq horizon). End to end: tests/e2e (case prio7) and the
 // fq-horizon tests of test_cli.cpp and test_apply.cpp, which need sch_fq.
 #include <bpf/bpf.h>
 #include <gtest/gtest.h>

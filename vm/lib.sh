@@ -1,4 +1,6 @@
-# Helpers for the end-to-end scenarios (sourced by e2e.sh and demo.sh).
+# Helpers for the scenarios that run in the VM (or on a host with sch_fq): the end-to-end tests,
+# the demo and the benches source it. vm/run.sh puts it in every guest at
+# /usr/local/share/shaperctl-vm/lib.sh.
 # POSIX sh plus `local`: runs under busybox ash in the VM, and under bash/dash on a host with sch_fq.
 # Needs $IP $TC $IPERF3 (and $ETHTOOL for gso toggles), jq and awk.
 

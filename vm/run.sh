@@ -2,12 +2,13 @@
 # Boots a stock Debian cloud kernel under qemu (TCG) with an initramfs that
 # runs SCENARIO.sh, streams its output, and exits with the scenario's status.
 #
-# usage: tests/vm/run.sh [--suite SUITE] [--timeout SECONDS] [--bin PATH]...
+# usage: vm/run.sh [--suite SUITE] [--timeout SECONDS] [--bin PATH]...
 #          [--file SRC:DEST]... [--module NAME]... [--mem MB] [--smp N]
 #          [--append KERNEL_ARGS] [--log FILE] [--verbose] SCENARIO.sh [ARGS...]
 # --suite: bookworm (6.1, default), trixie (6.12), trixie-backports (7.x), bullseye (5.10);
 # also from $SHAPERCTL_VM_SUITE. --verbose shows the whole (non-quiet) boot; --log keeps
-# the raw console.
+# the raw console. Every guest gets the scenario library, vm/lib.sh, at
+# /usr/local/share/shaperctl-vm/lib.sh.
 #
 # Exit status: the scenario's; 124 on timeout; 125 if the guest never reported
 # a status (kernel panic, qemu failure) or the kernel/initramfs could not be
@@ -16,7 +17,8 @@ set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 timeout=300 mem=1024 smp=2 verbose=0 log="" append=""
-build_args=()
+# The scenario library, in every guest: scenarios source it from there.
+build_args=(--file "$here/lib.sh:/usr/local/share/shaperctl-vm/lib.sh")
 
 usage() { sed -n '5,10p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 say() { echo "run.sh: $*" >&2; }

@@ -2,7 +2,7 @@
 # The VM harness on bad input: an unknown suite, a registry that cannot be reached, a kernel
 # that panics, a guest that never reports. Each must end run.sh with its own exit status and
 # one line on stderr naming what went wrong, and leave no qemu behind.
-# usage: tests/vm/harness-errors.sh   (boots two short VMs of the default suite)
+# usage: vm/harness-errors.sh   (boots two short VMs of the default suite)
 set -uo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"

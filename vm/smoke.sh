@@ -4,8 +4,8 @@
 #   1. unshaped veth TCP throughput (baseline, must exceed the target by 20%)
 #   2. fq maxrate RATE on the sender's veth: goodput within 20% of RATE
 #   3. a 2-queue veth with mq at the root and fq under 1:1 and 1:2
-# usage (host): tests/vm/smoke.sh [RATE_MBIT]   (default 20; boots the VM)
-#           or: tests/vm/run.sh [run options] tests/vm/smoke.sh [RATE_MBIT]
+# usage (host): vm/smoke.sh [RATE_MBIT]   (default 20; boots the VM)
+#           or: vm/run.sh [run options] vm/smoke.sh [RATE_MBIT]
 #
 # bare ip/tc/ping are busybox applets here: always go through $IP/$TC.
 set -eu

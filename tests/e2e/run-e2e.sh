@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # shaperctl end-to-end tests in the stock-kernel VM: boots ONE VM (qemu TCG, a Debian cloud
-# kernel) running tests/vm/e2e/e2e.sh, prints one line per case, exits non-zero if any
+# kernel) running tests/e2e/e2e.sh, prints one line per case, exits non-zero if any
 # case fails (or the VM does not finish). Builds nothing: give it a built shaperctl.
 #
-# usage: tests/vm/e2e/run-e2e.sh [--bin PATH | PATH] [--next PATH] [--suite SUITE] [--refusal]
+# usage: tests/e2e/run-e2e.sh [--bin PATH | PATH] [--next PATH] [--suite SUITE] [--refusal]
 #          [--verbose] [--log FILE] [--timeout S] [CASE...]
 #   PATH      shaperctl binary (default: build/cli/shaperctl)
 #   --next    the newer build the upgrade case attaches over it (default: shaperctl_next
@@ -20,7 +20,7 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-repo="$(cd "$here/../../.." && pwd)"
+repo="$(cd "$here/../.." && pwd)"
 bin="$repo/build/cli/shaperctl" next="" verbose=0 log="" timeout=480 scenario=e2e.sh
 cases=() vm_args=()
 
@@ -74,8 +74,7 @@ fi
 
 start=$SECONDS
 set +e
-"$repo/tests/vm/run.sh" ${vm_args[@]+"${vm_args[@]}"} --timeout "$timeout" "${bins[@]}" \
-    --file "$here/lib.sh:/usr/local/share/shaperctl-e2e/lib.sh" \
+"$repo/vm/run.sh" ${vm_args[@]+"${vm_args[@]}"} --timeout "$timeout" "${bins[@]}" \
     "$here/$scenario" ${cases[@]+"${cases[@]}"} 2>&1 |
   tee "$log" |
   awk -v verbose="$verbose" '

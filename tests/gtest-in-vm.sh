@@ -2,7 +2,7 @@
 # Scenario: the host test binary, run again on a stock Debian cloud kernel (6.1, or another with
 # run.sh --suite): the datapath tests on its verifier and helpers, the qdisc tests with a real
 # sch_fq, the CLI in police mode.
-# Run from the host: tests/vm/run.sh --bin build/tests/shaperctl_tests --bin build/cli/shaperctl tests/vm/gtest-in-vm.sh
+# Run from the host: vm/run.sh --bin build/tests/shaperctl_tests --bin build/cli/shaperctl tests/gtest-in-vm.sh
 export SHAPERCTL_BIN=/usr/local/bin/shaperctl
 /usr/local/bin/shaperctl_tests "$@"
 status=$?

@@ -5,9 +5,9 @@
 # as e2e.sh does and exits 1 if any FAILed.
 set -u
 
-LIB=/usr/local/share/shaperctl-e2e/lib.sh
-[ -f "$LIB" ] || LIB="$(dirname "$0")/lib.sh"
-# shellcheck source=lib.sh
+LIB=/usr/local/share/shaperctl-vm/lib.sh
+[ -f "$LIB" ] || LIB="$(dirname "$0")/../../vm/lib.sh"
+# shellcheck source=../../vm/lib.sh
 . "$LIB"
 
 FAILS=0

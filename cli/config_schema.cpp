@@ -1,0 +1,347 @@
+// The JSON Schema of apply's configuration file (packaging/shaperctl-config.schema.json is this
+// function's output, and a test keeps it so): the file's frame as written here, the class's
+// properties from the class table.
+#include "config_schema.h"
+
+#include "loader/class_spec.h"
+
+namespace shaperctl {
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+// Everything but the class's properties, which the class table gives.
+constexpr const char* kFrame = R"json({
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "$id": "https://github.com/shaperctl/shaperctl/packaging/shaperctl-config.schema.json",
+  "title": "shaperctl configuration",
+  "description": "What `shaperctl apply -f FILE` makes the kernel match and `shaperctl dump` prints. Values are written as the command line takes them (rates \"20mbit\", sizes \"64kb\", times \"5ms\"). Within a listed device, the file is the whole truth: classes, rules and a default class it does not list are removed; absent class fields take their defaults. Devices not listed are left alone. shaperctl checks more than this schema can say: parents exist and form a tree at most 8 levels deep, rules and the default class name classes of their device, the rule set fits the datapath, class ids are below max_classes.",
+  "type": "object",
+  "additionalProperties": false,
+  "required": [
+    "devices"
+  ],
+  "properties": {
+    "version": {
+      "const": 1,
+      "description": "Format version; 1 when given."
+    },
+    "devices": {
+      "type": "array",
+      "items": {
+        "$ref": "#/$defs/device"
+      }
+    }
+  },
+  "$defs": {
+    "rate": {
+      "type": "string",
+      "description": "Bits per second with a unit: bit kbit mbit gbit tbit (x1000), kibit mibit gibit tibit (x1024), bps kbps mbps gbps tbps (BYTES per second); 8kbit to 400gbit.",
+      "pattern": "^[0-9]+(\\.[0-9]+)?[A-Za-z]+$",
+      "examples": [
+        "20mbit",
+        "1.5gbit",
+        "10mbps"
+      ]
+    },
+    "time": {
+      "type": "string",
+      "description": "A time with a unit: ns us ms s.",
+      "pattern": "^[0-9]+(\\.[0-9]+)?[A-Za-z]+$",
+      "examples": [
+        "5ms",
+        "2s",
+        "250us"
+      ]
+    },
+    "size": {
+      "description": "Bytes: a number, or with a unit b, k kb kib, m mb mib, g gb gib (x1024).",
+      "oneOf": [
+        {
+          "type": "integer",
+          "minimum": 0
+        },
+        {
+          "type": "string",
+          "pattern": "^[0-9]+(\\.[0-9]+)?[A-Za-z]*$"
+        }
+      ],
+      "examples": [
+        "64kb",
+        "1500b",
+        0
+      ]
+    },
+    "class_id": {
+      "type": "integer",
+      "minimum": 1,
+      "maximum": 1048575
+    },
+    "port": {
+      "description": "A port or a range P-Q, 1 to 65535.",
+      "oneOf": [
+        {
+          "type": "integer",
+          "minimum": 1,
+          "maximum": 65535
+        },
+        {
+          "type": "string",
+          "pattern": "^[0-9]+(-[0-9]+)?$"
+        }
+      ]
+    },
+    "device": {
+      "type": "object",
+      "additionalProperties": false,
+      "required": [
+        "device"
+      ],
+      "properties": {
+        "device": {
+          "type": "string",
+          "minLength": 1,
+          "maxLength": 15,
+          "description": "Network device name (in the namespace of `-n NS`, if given)."
+        },
+        "mode": {
+          "enum": [
+            "edt",
+            "police"
+          ],
+          "default": "edt",
+          "description": "Fixed while attached: a different mode is refused (detach first)."
+        },
+        "fq": {
+          "type": "object",
+          "description": "sch_fq options, edt mode only.",
+          "additionalProperties": false,
+          "properties": {
+            "horizon": {
+              "$ref": "#/$defs/time",
+              "default": "10s"
+            },
+            "flow_limit": {
+              "type": "integer",
+              "minimum": 0,
+              "maximum": 4294967295,
+              "description": "Packets per flow; absent: attach's default; 0: the kernel's (100)."
+            },
+            "limit": {
+              "type": "integer",
+              "minimum": 0,
+              "maximum": 4294967295,
+              "description": "Packets in all; absent: attach's default; 0: the kernel's (10000)."
+            }
+          }
+        },
+        "max_classes": {
+          "type": "integer",
+          "minimum": 2,
+          "maximum": 1048576,
+          "description": "Class-id capacity, fixed at first attach (default 16384). Absent: whatever the attached device has."
+        },
+        "default_class": {
+          "description": "Class of the packets no rule matches; null or absent: they pass unshaped.",
+          "oneOf": [
+            {
+              "$ref": "#/$defs/class_id"
+            },
+            {
+              "type": "null"
+            }
+          ]
+        },
+        "classes": {
+          "type": "array",
+          "items": {
+            "$ref": "#/$defs/class"
+          }
+        },
+        "rules": {
+          "type": "array",
+          "maxItems": 16384,
+          "items": {
+            "$ref": "#/$defs/rule"
+          }
+        }
+      }
+    },
+    "class": {
+      "type": "object",
+      "additionalProperties": false
+    },
+    "rule": {
+      "type": "object",
+      "additionalProperties": false,
+      "required": [
+        "pref",
+        "class"
+      ],
+      "minProperties": 3,
+      "description": "The conjunction of its matches (at least one); the lowest pref wins.",
+      "properties": {
+        "pref": {
+          "type": "integer",
+          "minimum": 1,
+          "maximum": 4294967294
+        },
+        "class": {
+          "$ref": "#/$defs/class_id"
+        },
+        "src": {
+          "type": "string",
+          "description": "IPv4 or IPv6 CIDR; a bare address is a /32 or /128."
+        },
+        "dst": {
+          "type": "string"
+        },
+        "proto": {
+          "oneOf": [
+            {
+              "enum": [
+                "tcp",
+                "udp",
+                "icmp",
+                "icmpv6",
+                "sctp",
+                "gre"
+              ]
+            },
+            {
+              "type": "integer",
+              "minimum": 0,
+              "maximum": 255
+            },
+            {
+              "type": "string",
+              "pattern": "^[0-9]+$"
+            }
+          ]
+        },
+        "sport": {
+          "$ref": "#/$defs/port"
+        },
+        "dport": {
+          "$ref": "#/$defs/port"
+        },
+        "mark": {
+          "oneOf": [
+            {
+              "type": "integer",
+              "minimum": 0,
+              "maximum": 4294967295
+            },
+            {
+              "type": "string",
+              "description": "V or V/MASK, hex (0x..) or decimal."
+            }
+          ]
+        },
+        "cgroup": {
+          "description": "cgroup v2 path (absolute, or relative to the cgroup2 mount), or an id and level as dump shows a cgroup it cannot find a path for.",
+          "oneOf": [
+            {
+              "type": "string",
+              "minLength": 1
+            },
+            {
+              "type": "object",
+              "additionalProperties": false,
+              "required": [
+                "id",
+                "level"
+              ],
+              "properties": {
+                "id": {
+                  "type": "integer",
+                  "minimum": 1
+                },
+                "level": {
+                  "type": "integer",
+                  "minimum": 0
+                }
+              }
+            }
+          ]
+        },
+        "priority": {
+          "oneOf": [
+            {
+              "type": "integer",
+              "minimum": 0,
+              "maximum": 4294967295
+            },
+            {
+              "type": "string",
+              "description": "N, or MAJ:MIN (hex) as tc writes classids."
+            }
+          ]
+        },
+        "dscp": {
+          "type": "integer",
+          "minimum": 0,
+          "maximum": 63
+        },
+        "vlan": {
+          "type": "integer",
+          "minimum": 1,
+          "maximum": 4094
+        }
+      }
+    }
+  }
+})json";
+
+ojson class_property(const ClassField& f)
+{
+    ojson p;
+    const int64_t default_value = field_default(f, SHAPER_MODE_EDT);
+    switch (f.kind) {
+    case FieldKind::ClassId:
+        if (f.required)
+            p["$ref"] = "#/$defs/class_id";
+        else
+            p["oneOf"] = {{{"type", "integer"}, {"minimum", f.min}, {"maximum", f.max}}, {{"type", "null"}}};
+        break;
+    case FieldKind::Rate: p["$ref"] = "#/$defs/rate"; break;
+    case FieldKind::Size: p["$ref"] = "#/$defs/size"; break;
+    case FieldKind::Time: p["$ref"] = "#/$defs/time"; break;
+    case FieldKind::Int:
+        p["type"] = "integer";
+        p["minimum"] = f.min;
+        p["maximum"] = f.max;
+        break;
+    case FieldKind::Switch:
+        p["oneOf"] = {{{"enum", {f.on, f.off}}}, {{"type", "boolean"}}};
+        break;
+    }
+    if (!f.required && !f.mode_default && f.kind != FieldKind::ClassId)
+        p["default"] = f.kind == FieldKind::Int ? ojson(default_value) : ojson(field_text(f, default_value));
+    p["description"] = f.help;
+    return p;
+}
+
+}  // namespace
+
+nlohmann::ordered_json config_schema()
+{
+    ojson schema = ojson::parse(kFrame);
+    ojson& klass = schema["$defs"]["class"];
+    ojson required = ojson::array(), properties = ojson::object();
+    for (const ClassField& f : class_fields()) {
+        if (f.required)
+            required.push_back(f.name);
+        properties[f.name] = class_property(f);
+    }
+    klass["required"] = required;
+    klass["properties"] = properties;
+    return schema;
+}
+
+std::string config_schema_text()
+{
+    return config_schema().dump(2) + "\n";
+}
+
+}  // namespace shaperctl
