@@ -241,7 +241,7 @@ try {
 
     // 1. Memory of everything pinned for the device: the maps sized by max_classes cost per
     // class; the others (settings, rules, program) are fixed.
-    Fd config_fd = open_pin(pin + "/shaper_class_config"), clock_fd = open_pin(pin + "/shaper_class_clock"),
+    Fd config_fd = open_pin(pin + "/shaper_class_config"), clock_fd = open_pin(pin + "/shaper_classes"),
        stats_fd = open_pin(pin + "/shaper_class_stats");
     std::vector<std::string> names;
     for (const auto& entry : std::filesystem::directory_iterator(pin))
@@ -266,8 +266,10 @@ try {
     json jm = json::array();
     for (const PinMem& m : mems) {
         // The maps the loader sizes by max_classes (the flow table's fixed size may equal it).
-        const bool per_class = m.kind == "map" && m.max_entries == max_classes &&
-                               m.name.rfind("shaper_class_", 0) == 0;
+        // The counters hold one set per CPU: possible CPUs x max_classes entries.
+        const bool per_cpu_sets = m.name == "shaper_class_stats" && m.max_entries == uint64_t(max_classes) * ncpu;
+        const bool per_class = m.kind == "map" && (m.max_entries == max_classes || per_cpu_sets) &&
+                               (m.name == "shaper_classes" || m.name.rfind("shaper_class_", 0) == 0);
         (per_class ? per_class_maps : fixed) += m.memlock;
         jm.push_back({{"name", m.name}, {"kind", m.kind}, {"map_type", m.map_type},
                       {"value_size", m.value_size}, {"max_entries", m.max_entries},
@@ -275,12 +277,13 @@ try {
         if (!per_class)
             continue;
         const uint64_t value = (m.value_size + 7) / 8 * 8;
-        const bool percpu = m.map_type == BPF_MAP_TYPE_PERCPU_ARRAY;
-        std::string name = m.name.rfind("shaper_class_", 0) == 0 ? m.name.substr(13) : m.name;
+        const bool percpu = m.map_type == BPF_MAP_TYPE_PERCPU_ARRAY || per_cpu_sets;
+        std::string name = m.name == "shaper_classes"                ? "entry"
+                           : m.name.rfind("shaper_class_", 0) == 0 ? m.name.substr(13)
+                                                                   : m.name;
         breakdown += (breakdown.empty() ? "" : " + ") + name + " " +
-                     (percpu ? "8+" + std::to_string(value) + "x" + std::to_string(ncpu)
-                             : std::to_string(value));
-        per_slot_64 += percpu ? 8 + value * 64.0 : double(m.memlock) / max_classes;
+                     (percpu ? std::to_string(value) + "x" + std::to_string(ncpu) : std::to_string(value));
+        per_slot_64 += percpu ? value * 64.0 : double(m.memlock) / max_classes;
     }
     const double per_slot = double(per_class_maps) / max_classes;
     out["memory"] = {{"pins", jm},
@@ -314,7 +317,7 @@ try {
     });
     say("make_class_config x N (s)", t_make, "s");
     const std::vector<shaper_class_config> no_configs(n);
-    const std::vector<shaper_class_clock> zero_clocks(n);
+    const std::vector<shaper_class> zero_clocks(n);
     auto clear_all = [&] {
         update_batch(config_fd.get(), keys, no_configs.data(), "clear configs");
         update_batch(clock_fd.get(), keys, zero_clocks.data(), "clear clocks");
@@ -439,9 +442,9 @@ try {
         say(stream_identical ? "status_json_text() (what the CLI prints; identical) (s)"
                              : "status_json_text() (what the CLI prints; DIFFERS) (s)", t_stream, "s");
         const double b_config = seconds_of([&] { lookup_batch_all(config_fd.get(), max_classes, sizeof(shaper_class_config)); }, "batch_read_config_s");
-        const double b_clock = seconds_of([&] { lookup_batch_all(clock_fd.get(), max_classes, sizeof(shaper_class_clock)); }, "batch_read_clock_s");
+        const double b_clock = seconds_of([&] { lookup_batch_all(clock_fd.get(), max_classes, sizeof(shaper_class)); }, "batch_read_clock_s");
         const double b_stats = seconds_of([&] {
-            lookup_batch_all(stats_fd.get(), max_classes, sizeof(shaper_class_stats) * ncpu);
+            lookup_batch_all(stats_fd.get(), uint32_t(max_classes) * ncpu, sizeof(shaper_class_stats));
         }, "batch_read_stats_s");
         say("BPF_MAP_LOOKUP_BATCH config+clock+stats (whole arrays) (s)", b_config + b_clock + b_stats, "s");
         js = {{"classes", st.classes.size()},

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <array>
 #include <cerrno>
 #include <cstdio>
@@ -39,6 +40,7 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "loader/class_config.h"
@@ -210,6 +212,8 @@ struct ShaperUnderTest {
 #endif
         maps.write_class_config(id, config);
     }
+    // One destination /32 rule per (address, class), in order.
+    void install_dst_rules(const std::vector<std::pair<uint32_t, uint32_t>>& to_class) const;
     void expect_packets(uint32_t id, uint64_t packets) const
     {
         const ClassCounters c = maps.counters(id);
@@ -242,6 +246,14 @@ void install_rules(const ShaperMaps& maps, const std::vector<shaper_rule>& rules
     for (uint32_t slot = 0; slot < rules.size(); slot++)
         maps.write_rule(slot, rules[slot]);
     publish_rules(maps);
+}
+
+void ShaperUnderTest::install_dst_rules(const std::vector<std::pair<uint32_t, uint32_t>>& to_class) const
+{
+    std::vector<shaper_rule> rules;
+    for (const auto& [addr, class_id] : to_class)
+        rules.push_back(dst_rule(uint32_t(rules.size() + 1), class_id, addr, 32));
+    install_rules(maps, rules);
 }
 
 // The destination of the veth part's i-th address: 10.201.(i/250).(i%250+1).
@@ -311,6 +323,84 @@ void pin_cpu(int cpu)
         throw std::runtime_error(std::string("sched_setaffinity: ") + strerror(errno));
 }
 
+// Cold against warm class entries, on one program: repeat=1 calls, each preceded by a write of
+// the default class (settings) and a sweep of the next 1/1024 of a 64 MiB buffer (one load per
+// line). Cold: the default class steps through a random permutation of all classes, so a class's
+// entries were last touched `classes` calls ago; since then every other class's entries and the
+// whole buffer (twice this host's 32 MiB L3) have been through the caches. Warm: the same calls,
+// sweep and settings write included, on one class. Both take the same path (each packet finds
+// its class clock idle), so the difference of the medians is what the class's cold entries cost.
+struct ColdWarm {
+    double cold_ns = 0, warm_ns = 0;
+};
+
+ColdWarm cold_vs_warm(const ShaperUnderTest& s, const std::vector<uint8_t>& frame, uint32_t classes,
+                      uint32_t calls, uint32_t warm_class)
+{
+    constexpr size_t kEvict = size_t(64) << 20, kSlices = 1024, kLine = 64;
+    std::vector<uint8_t> evict(kEvict, 1);
+    volatile uint8_t sink = 0;
+    size_t slice = 0;
+    auto sweep = [&] {
+        const size_t from = slice++ % kSlices * (kEvict / kSlices);
+        uint8_t x = 0;
+        for (size_t at = from; at < from + kEvict / kSlices; at += kLine)
+            x ^= evict[at];
+        sink = x;
+    };
+    std::vector<uint32_t> ids(classes);
+    std::iota(ids.begin(), ids.end(), 1u);
+    std::mt19937 rng(9);
+    std::shuffle(ids.begin(), ids.end(), rng);
+    auto one = [&](uint32_t id) {
+        s.settings(id, SHAPER_MODE_EDT);
+        sweep();
+        RunResult r = test_run(s.program.prog_fd(), frame, 1);
+        if (!passed(r.retval))
+            throw std::runtime_error("cold/warm run: verdict " + std::to_string(int(r.retval)));
+        return double(r.duration_ns);
+    };
+    std::vector<double> cold, warm;
+    for (uint32_t i = 0; i < calls; i++) {  // interleaved in blocks: load changes hit both alike
+        cold.push_back(one(ids[i % ids.size()]));
+        warm.push_back(one(warm_class));
+    }
+    (void)sink;
+    return {median(cold), median(warm)};
+}
+
+// ns/packet with one thread per frame, each pinned to its own CPU (the last ones), all started
+// at once: per run, the mean over threads of the kernel's mean per packet; median over runs.
+std::vector<double> measure_parallel(int prog_fd, const Options& o,
+                                     const std::vector<std::vector<uint8_t>>& frames)
+{
+    const int ncpu = int(sysconf(_SC_NPROCESSORS_ONLN));
+    if (int(frames.size()) > ncpu)
+        throw std::runtime_error("more threads than CPUs");
+    std::vector<double> ns;
+    for (int run = -1; run < o.runs; run++) {  // run -1: warm-up
+        std::vector<uint32_t> each(frames.size());
+        std::atomic<size_t> ready{0};
+        std::vector<std::thread> threads;
+        for (size_t t = 0; t < frames.size(); t++)
+            threads.emplace_back([&, t] {
+                pin_cpu(ncpu - 1 - int(t));
+                ready++;
+                while (ready.load() < frames.size()) {
+                }
+                RunResult r = test_run(prog_fd, frames[t], run < 0 ? o.repeat / 10 : o.repeat);
+                each[t] = passed(r.retval) ? r.duration_ns : 0;
+            });
+        for (auto& t : threads)
+            t.join();
+        if (std::count(each.begin(), each.end(), 0u))
+            throw std::runtime_error("a parallel run did not pass");
+        if (run >= 0)
+            ns.push_back(std::accumulate(each.begin(), each.end(), 0.0) / double(each.size()));
+    }
+    return ns;
+}
+
 Options parse(int argc, char** argv)
 {
     Options o;
@@ -377,6 +467,13 @@ try {
                                       ", median of " + std::to_string(o.runs) + " runs";
 
     auto wanted = [&](const std::string& key) { return key.rfind(o.only, 0) == 0; };
+    auto row_of = [&](const char* key) {
+        for (const Row& r : rows)
+            if (r.key == key && r.ns)
+                return *r.ns;
+        return 0.0;
+    };
+    json scale_cold;
 
     // (a), (b): the references.
     RefObject empty(o.bpf_dir + "/empty.bpf.o");
@@ -389,14 +486,20 @@ try {
         ShaperUnderTest probe(0);
         uses_helper = probe.program.uses_set_tstamp();
     }
-    const auto helper_ns = measure(stamp.prog_fd("bench_stamp_helper"), o, frame);
-    const auto field_ns = measure(stamp.prog_fd("bench_stamp_field"), o, frame);
-    // The floor is what shaperctl itself does on this kernel (its load-time probe decides).
-    add("floor", std::string("(b) floor: clock + ") + (uses_helper ? "bpf_skb_set_tstamp" : "skb->tstamp store"),
-        "(b) floor", uses_helper ? helper_ns : field_ns, repeat_method,
-        "the stamping mechanism shaperctl uses on this kernel");
-    add("floor_alt", std::string("(b') clock + ") + (uses_helper ? "skb->tstamp store" : "bpf_skb_set_tstamp"),
-        "(b') floor alt", uses_helper ? field_ns : helper_ns, repeat_method, "the other mechanism, for reference");
+    // The floor is the cheaper stamp, the plain store: sch_fq paces on skb->tstamp whatever its
+    // clock type (bench/README.md, "floor"). The helper and the product's choice are beside it.
+    add("floor", "(b) floor: clock + skb->tstamp store", "(b) floor",
+        measure(stamp.prog_fd("bench_stamp_field"), o, frame), repeat_method,
+        "the cheapest correct stamp for sch_fq on every kernel");
+    if (uses_helper) {
+        add("floor_helper", "(b') clock + bpf_skb_set_tstamp(MONO)", "(b') helper",
+            measure(stamp.prog_fd("bench_stamp_helper"), o, frame), repeat_method,
+            "marks the stamp a monotonic delivery time (5.18+)");
+        add("floor_typed", "(b'') clock + store if marked MONO, else helper", "(b'') typed",
+            measure(stamp.prog_fd("bench_stamp_typed"), o, frame), repeat_method,
+            "what shaperctl does; a test-run packet is unmarked (like UDP), so this is the helper "
+            "path; a TCP packet (marked by TCP since 5.18) takes the store");
+    }
 
     // (c) one class, edt mode (stamps) and police mode (no stamp).
     if (wanted("one_class")) {
@@ -450,7 +553,7 @@ try {
         // clock is reset before each call: every cold class above sees its first packet, on an
         // idle clock, so the hot reference must take the same (idle) path.
         for (uint32_t i = 0; i < o.cold_calls; i++) {
-            s.maps.write_clock(chosen, shaper_class_clock{});
+            s.maps.write_clock(chosen, ClassClock{});
             s.settings(chosen, SHAPER_MODE_EDT);
             hot1.push_back(test_run(s.program.prog_fd(), frame, 1).duration_ns);
         }
@@ -619,6 +722,55 @@ try {
         std::fprintf(stderr, "  %-44s %7.1f ns (miss penalty %+.1f ns)\n", r.label.c_str(), *r.ns,
                      penalty);
         rows.push_back(r);
+
+        // (i) The same program, a class whose entries are cold: (h) + the cold penalty, measured
+        // with a packet that matches no rule (its classification stays cached) on the default
+        // class, set before each call (cold_vs_warm above).
+        const ColdWarm cw = cold_vs_warm(s, udp_frame(0x0afa0001), o.many_classes, o.cold_calls,
+                                         o.many_classes / 3 + 1);
+        const double h_warm = rows[rows.size() - 2].ns.value_or(0);
+        scale_cold = {{"cold_median_ns", cw.cold_ns}, {"warm_median_ns", cw.warm_ns},
+                      {"penalty_ns", cw.cold_ns - cw.warm_ns}, {"warm_ns", h_warm},
+                      {"cold_ns", h_warm + cw.cold_ns - cw.warm_ns},
+                      {"ratio", (h_warm + cw.cold_ns - cw.warm_ns) / h_warm}};
+        Row c{"mixed_cold_class", "(i) the same, the packet's class cold (evicted)", "(i) cold class (est.)",
+              h_warm + cw.cold_ns - cw.warm_ns, {},
+              "estimate: (h) + cold penalty; penalty = median repeat=1 duration cycling a random "
+              "permutation of the classes with a 64 MiB eviction sweep (" + std::to_string(cw.cold_ns) +
+                  " ns) minus the same calls on one class (" + std::to_string(cw.warm_ns) + " ns)"};
+        std::fprintf(stderr, "  %-44s %7.1f ns (cold penalty %+.1f ns, x%.2f warm)\n", c.label.c_str(),
+                     *c.ns, cw.cold_ns - cw.warm_ns, *c.ns / h_warm);
+        rows.push_back(c);
+    }
+
+    // (j) Contention: one class charged from one CPU, then from two at once; (k) two classes
+    // under one root, one per CPU (the root's clock is shared); (k') two top-level classes, one
+    // per CPU (nothing shared: the reference for what two CPUs cost without sharing).
+    json contention;
+    if (wanted("contention")) {
+        ShaperUnderTest s(0);
+        s.add_class(1);
+        s.add_class(2);
+        s.add_class(3, 2);
+        s.add_class(4, 2);
+        s.add_class(5);
+        s.install_dst_rules({{veth_dst(2), 2}, {veth_dst(3), 3}, {veth_dst(4), 4}, {veth_dst(5), 5}});
+        s.settings(1, SHAPER_MODE_EDT);
+        const auto f1 = udp_frame(veth_dst(1));  // no rule: the default class, 1
+        const int fd = s.program.prog_fd();
+        add("contention_1cpu", "(j) 1 class, 1 CPU", "(j) 1 CPU", measure_parallel(fd, o, {f1}), repeat_method);
+        add("contention_2cpu", "(j') 1 class, 2 CPUs at once", "(j') 2 CPUs",
+            measure_parallel(fd, o, {f1, f1}), repeat_method, "mean of the two threads");
+        add("contention_root", "(k) 2 classes of 1 root, 2 CPUs", "(k) shared root",
+            measure_parallel(fd, o, {udp_frame(veth_dst(3)), udp_frame(veth_dst(4))}), repeat_method,
+            "each CPU its own leaf; the root charged by both");
+        add("contention_none", "(k') 2 top-level classes, 2 CPUs", "(k') unshared",
+            measure_parallel(fd, o, {udp_frame(veth_dst(2)), udp_frame(veth_dst(5))}), repeat_method,
+            "nothing shared (class 2 is the root of (k), idle here)");
+        contention = {{"one_cpu_ns", row_of("contention_1cpu")}, {"two_cpus_ns", row_of("contention_2cpu")},
+                      {"shared_root_ns", row_of("contention_root")}, {"unshared_ns", row_of("contention_none")},
+                      {"ratio_same_class", row_of("contention_2cpu") / row_of("contention_1cpu")},
+                      {"ratio_shared_root", row_of("contention_root") / row_of("contention_none")}};
     }
 
     // (g) AQM on (CoDel on the class's virtual backlog; edt mode), where the product has it.
@@ -635,7 +787,7 @@ try {
         s.settings(1, SHAPER_MODE_EDT);
         add("aqm", "(g) shaperctl, 1 class, AQM on, below target", "(g) AQM idle",
             measure(s.program.prog_fd(), o, frame, false,
-                    [&] { s.maps.write_clock(1, shaper_class_clock{}); }),
+                    [&] { s.maps.write_clock(1, ClassClock{}); }),
             repeat_method, "CoDel target 1 s, clock reset before each call: CoDel checks, never acts");
         s.expect_packets(1, expected);
     }
@@ -703,6 +855,8 @@ try {
                    {"empty_median_ns", median(empty1)},
                    {"penalty_ns", cold_penalty}};
     out["goal"] = goal;
+    out["cold_class"] = scale_cold;
+    out["contention"] = contention;
     out["goal_one_class"] = goal_one_class;
     const std::string text = out.dump(2);
     if (o.json_out.empty()) {

@@ -34,18 +34,18 @@ static __always_inline __u64 aqm_control_law(__u64 interval, __u32 count)
 }
 
 static __always_inline enum congestion_verdict aqm_decide(struct __sk_buff *skb, __u32 class_id,
-						   const struct shaper_class_config *cfg,
+						   const struct shaper_class *cls,
 						   __u64 delay, __u64 now)
 {
 	struct shaper_class_aqm *st;
 	bool act = false;
 
-	if (!(cfg->flags & SHAPER_CLASS_AQM))
+	if (!(cls->flags & SHAPER_CLASS_AQM))
 		return CONGESTION_PASS;
 	st = bpf_map_lookup_elem(&shaper_class_aqm, &class_id);
 	if (!st)
 		return CONGESTION_PASS;
-	const bool above = delay > cfg->aqm_target_ns && delay > cfg->aqm_floor_ns;
+	const bool above = delay > cls->aqm_target_ns && delay > cls->aqm_floor_ns;
 
 	/* The common case, below target with nothing to reset, takes no lock. */
 	if (!above && !*(volatile __u64 *)&st->first_above_ns && !*(volatile __u32 *)&st->dropping)
@@ -59,7 +59,7 @@ static __always_inline enum congestion_verdict aqm_decide(struct __sk_buff *skb,
 		bool ok_to_act = false;
 
 		if (!st->first_above_ns)
-			st->first_above_ns = now + cfg->aqm_interval_ns;
+			st->first_above_ns = now + cls->aqm_interval_ns;
 		else if (now >= st->first_above_ns)
 			ok_to_act = true;
 
@@ -69,23 +69,23 @@ static __always_inline enum congestion_verdict aqm_decide(struct __sk_buff *skb,
 			} else if (now >= st->drop_next_ns) {
 				act = true;
 				st->count++;
-				st->drop_next_ns += aqm_control_law(cfg->aqm_interval_ns, st->count);
+				st->drop_next_ns += aqm_control_law(cls->aqm_interval_ns, st->count);
 			}
 		} else if (ok_to_act) {
 			act = true;
 			st->dropping = 1;
 			/* Resume near the last episode's rate if it ended recently. */
-			st->count = (st->count > 2 && now - st->drop_next_ns < 16 * cfg->aqm_interval_ns)
+			st->count = (st->count > 2 && now - st->drop_next_ns < 16 * cls->aqm_interval_ns)
 					    ? st->count - 2
 					    : 1;
-			st->drop_next_ns = now + aqm_control_law(cfg->aqm_interval_ns, st->count);
+			st->drop_next_ns = now + aqm_control_law(cls->aqm_interval_ns, st->count);
 		}
 	}
 	bpf_spin_unlock(&st->lock);
 
 	if (!act)
 		return CONGESTION_PASS;
-	return congestion_signal(skb, cfg);
+	return congestion_signal(skb, cls);
 }
 
 #endif /* SHAPER_AQM_H */

@@ -23,9 +23,9 @@ enum congestion_cause {
 };
 
 static __always_inline enum congestion_verdict congestion_signal(struct __sk_buff *skb,
-								 const struct shaper_class_config *cfg)
+								 const struct shaper_class *cls)
 {
-	if ((cfg->flags & SHAPER_CLASS_ECN) && bpf_skb_ecn_set_ce(skb))
+	if ((cls->flags & SHAPER_CLASS_ECN) && bpf_skb_ecn_set_ce(skb))
 		return CONGESTION_MARKED;
 	return CONGESTION_DROP;
 }

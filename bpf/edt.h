@@ -1,14 +1,12 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
- * Earliest Departure Time from per-class token buckets.
+ * Earliest Departure Time from per-class token buckets: what happens to one packet, in order.
+ * The class named by classification and its ancestors are walked twice, first to check every
+ * level, then to charge each; between the two, the leaf asks sparse.h, fair.h and aqm.h about
+ * the packet; stats.h counts. The arithmetic of one level is gcra.h's.
  *
- * Each class keeps a clock `tat` (GCRA's theoretical arrival time): the instant at which all
- * it has been charged has left at its rate. A packet arriving at `now` may leave at
- *     departure = max(now, tat - burst_ns)
- * and advances the clock to max(tat, now) + cost / rate. So a class idle for burst_ns or more
- * holds `burst` bytes of credit; sustained traffic leaves at `rate`; over any interval T the
- * class releases at most burst + rate * T plus the one packet that took the last credit. A
- * packet bigger than the burst still leaves, taking debt that delays the packets after it.
+ * Each level is a token bucket on its class clock (gcra.h): over any interval T it releases at
+ * most burst + rate * T plus the one packet that took the last credit.
  *
  * A packet is charged at its class and at every ancestor (up to SHAPER_MAX_DEPTH levels) and
  * leaves at the latest of their departures. If any level's departure lies beyond that level's
@@ -27,27 +25,21 @@
  * policer of the same horizon would: over any interval T a level releases at most
  * burst + rate * (T + horizon) + 128 KiB.
  *
- * Concurrency: the clock only moves through atomics. Once tat >= now it can only grow, so a
- * fetch-and-add is exact; the jump from an idle clock to now is a compare-and-swap. No charge
- * is lost or doubled. Sub-ns remainders are rounded per CPU (charge.h), with no atomic. The
- * horizon is checked on the clock each level's atomic returns, which counts every charge made
- * before it on any CPU: a packet that lands beyond is given its charges back (an atomic add of
- * minus its cost, at every level charged) and dropped. So every packet that leaves, leaves
- * within the horizon of its own now, however many CPUs race; a charge given back only makes the
- * packets that saw it meanwhile wait (or drop) as if it stood. Pass 1 reads the clocks first so
- * that a class already beyond its horizon is not charged at all.
+ * Concurrency (gcra.h): clocks move only by atomics, and each level's horizon is checked on
+ * the clock its own atomic returned; a packet refused there gets its charges back at every
+ * level charged. So every packet that leaves, leaves within the horizon of its own now, however
+ * many CPUs race. Pass 1 reads the clocks first so that a class already beyond its horizon is
+ * not charged at all.
  */
 #ifndef SHAPER_EDT_H
 #define SHAPER_EDT_H
 
 #include "maps.h"
-#include "charge.h"
+#include "gcra.h"
 #include "stats.h"
 #include "aqm.h"
 #include "sparse.h"
 #include "fair.h"
-
-#define EDT_IDLE_CAS_TRIES 4
 
 struct edt_packet {
 	struct packet_view *view;
@@ -58,36 +50,9 @@ struct edt_packet {
 };
 
 static __always_inline __u64 edt_level_cost(const struct edt_packet *pkt,
-					    const struct shaper_class_config *cfg)
+					    const struct shaper_class *cls)
 {
-	return shaper_packet_cost(pkt->wire_len, pkt->segs, cfg->overhead, cfg->mpu);
-}
-
-/* The class a walk may stand on: configured, with a usable rate. */
-static __always_inline bool edt_class_usable(const struct shaper_class_config *cfg)
-{
-	return cfg && (cfg->flags & SHAPER_CLASS_PRESENT) && cfg->ns_per_byte_fp;
-}
-
-/* Departure allowed by a clock value read before this packet's charge. */
-static __always_inline __u64 edt_departure(__u64 tat, __u64 burst_ns, __u64 now)
-{
-	return tat > now + burst_ns ? tat - burst_ns : now;
-}
-
-/* Advances the clock by `whole` ns; returns the clock before the charge. */
-static __always_inline __u64 edt_charge_clock(struct shaper_class_clock *clk, __u64 now, __u64 whole)
-{
-	__u64 tat = *(volatile __u64 *)&clk->tat_ns;
-
-	for (int i = 0; i < EDT_IDLE_CAS_TRIES && tat < now; i++) {
-		__u64 seen = __sync_val_compare_and_swap(&clk->tat_ns, tat, now + whole);
-
-		if (seen == tat)
-			return tat;
-		tat = seen;
-	}
-	return __sync_fetch_and_add(&clk->tat_ns, whole);
+	return shaper_packet_cost(pkt->wire_len, pkt->segs, cls->overhead, cls->mpu);
 }
 
 enum edt_verdict {
@@ -109,44 +74,6 @@ static __always_inline __u64 honour_own_departure(const struct __sk_buff *skb, _
 }
 
 /*
- * A packet refused for a horizon: its drop is counted at every level from class `id` up, and
- * the levels pass 2 had charged (bit i of `charged`: level i, the leaf being 0) get their charges
- * back with their counters and rounding (bit i of `rounded_up`: level i's charge was rounded up,
- * charge.h). A global function, so the verifier checks it once on its own instead of once per
- * path that ends in a horizon drop.
- */
-__noinline int edt_horizon_drop(__u32 id, __u32 charged, __u32 rounded_up, __u32 wire_len,
-				__u32 segs)
-{
-	for (int i = 0; i < SHAPER_MAX_DEPTH; i++) {
-		const struct shaper_class_config *cfg = bpf_map_lookup_elem(&shaper_class_config, &id);
-		struct shaper_class_clock *clk = bpf_map_lookup_elem(&shaper_class_clock, &id);
-		struct shaper_class_stats *st = stats_of(id);
-
-		if (!clk || !st || !edt_class_usable(cfg))
-			break;
-		st->drops_horizon++;
-		if ((charged >> i) & 1) {
-			const __u64 cost = shaper_packet_cost(wire_len, segs, cfg->overhead, cfg->mpu);
-			__u32 frac;
-			const __u64 whole = shaper_cost_time(cost, cfg->ns_per_byte_fp, &frac);
-			const __u64 up = (rounded_up >> i) & 1;
-
-			__sync_fetch_and_add(&clk->tat_ns, -(whole + up));
-			st->clock_carry = up ? st->clock_carry - ((1ull << SHAPER_NS_FRAC_BITS) - frac)
-					     : st->clock_carry + frac;
-			st->packets--;
-			st->segments -= segs;
-			st->bytes -= cost;
-		}
-		id = cfg->parent_id;
-		if (!id)
-			break;
-	}
-	return 0;
-}
-
-/*
  * 1 for ARP and IPv6 neighbour discovery, else 0, without a branch (each would be one more state
  * for the verifier to carry through both passes). ARP is known by its protocol even unparsed.
  */
@@ -157,16 +84,6 @@ static __always_inline __u64 edt_neighbour(struct __sk_buff *skb, const struct p
 	return ((not_arp - 1) >> 31) | view->fields.neighbour;
 }
 
-/* The latest departure a level accepts: its horizon, plus for neighbour discovery (mask all
- * ones) the slack at the level's rate, 2^17 bytes of ns_per_byte_fp's 2^-32 ns. */
-static __always_inline __u64 edt_horizon(const struct shaper_class_config *cfg, __u64 now,
-					 __u64 neighbour_mask)
-{
-	return now + cfg->horizon_ns +
-	       ((cfg->ns_per_byte_fp >> (SHAPER_NS_FRAC_BITS - SHAPER_NEIGHBOUR_SLACK_LOG2)) &
-		neighbour_mask);
-}
-
 /* Shapes a packet of class `class_id`. */
 static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u32 class_id,
 						     const struct edt_packet *pkt, __u64 *departure)
@@ -174,8 +91,7 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 	__u32 id = class_id;
 	bool beyond = false;
 	__u64 estimate = pkt->now, leaf_departure = pkt->now;
-	const struct shaper_class_config *leaf = NULL;
-	struct shaper_class_clock *leaf_clock = NULL;
+	struct shaper_class *leaf = NULL;
 	__u64 sparse_leave = 0; /* set: the packet's flow is sparse, and it leaves then */
 	struct shaper_flow *flow = NULL;
 	/* All ones for neighbour discovery: it may pass its horizons by the slack. */
@@ -196,31 +112,29 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 	/* Pass 1: every level must accept the packet before any level is charged. */
 #pragma unroll
 	for (int i = 0; i < SHAPER_MAX_DEPTH; i++) {
-		struct shaper_class_config *cfg = bpf_map_lookup_elem(&shaper_class_config, &id);
-		struct shaper_class_clock *clk = bpf_map_lookup_elem(&shaper_class_clock, &id);
+		struct shaper_class *cls = gcra_class(id);
 
-		if (!clk || !edt_class_usable(cfg))
+		if (!gcra_usable(cls))
 			break;
-		__u64 tat = *(volatile __u64 *)&clk->tat_ns;
-		__u64 dep = edt_departure(tat, cfg->burst_ns, pkt->now);
+		__u64 tat = *(volatile __u64 *)&cls->tat_ns;
+		__u64 dep = gcra_departure(tat, cls->burst_ns, pkt->now);
 
-		if (dep > edt_horizon(cfg, pkt->now, neighbour_mask))
+		if (dep > gcra_horizon(cls, pkt->now, neighbour_mask))
 			beyond = true;
 		if (dep > estimate)
 			estimate = dep;
 		if (i == 0) {
-			leaf = cfg;
-			leaf_clock = clk;
+			leaf = cls;
 			leaf_departure = dep;
 		}
-		id = cfg->parent_id;
+		id = cls->parent_id;
 		if (!id)
 			break; /* the top level: no lookups spent on class 0 */
 	}
-	if (!leaf || !leaf_clock)
+	if (!leaf)
 		return EDT_UNSHAPED;
 	if (beyond) {
-		edt_horizon_drop(class_id, 0, 0, pkt->wire_len, pkt->segs);
+		gcra_refund(class_id, 0, 0, pkt->wire_len, pkt->segs);
 		return EDT_DROP;
 	}
 
@@ -236,10 +150,9 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 		flow = flow_slot(skb, pkt->view, class_id, pkt->now);
 		/* Only the leaf's own backlog may be jumped: behind an ancestor's there is no gain. */
 		if ((leaf->flags & SHAPER_CLASS_SPARSE) && leaf_departure == estimate)
-			sparse_leave = sparse_departure(flow, leaf, leaf_clock, cost_ns + 1, pkt->now,
-							estimate);
+			sparse_leave = sparse_departure(flow, leaf, cost_ns + 1, pkt->now, estimate);
 		if (!sparse_leave && flow && (leaf->flags & SHAPER_CLASS_FAIR) && !neighbour) {
-			enum congestion_verdict v = fair_decide(skb, flow, leaf, leaf_clock, cost_ns,
+			enum congestion_verdict v = fair_decide(skb, flow, leaf, cost_ns,
 								estimate - pkt->now, pkt->now);
 
 			stats_congestion(leaf_stats, v, CAUSE_FAIR);
@@ -270,26 +183,23 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 	for (int i = 0; i < SHAPER_MAX_DEPTH; i++) {
 		/* The leaf's entries are pass 1's; its ancestors' are looked up again (holding
 		 * every level's pointers would cost more stack than the lookups do). */
-		const struct shaper_class_config *cfg =
-			i == 0 ? leaf : bpf_map_lookup_elem(&shaper_class_config, &id);
-		struct shaper_class_clock *clk =
-			i == 0 ? leaf_clock : bpf_map_lookup_elem(&shaper_class_clock, &id);
+		struct shaper_class *cls = i == 0 ? leaf : gcra_class(id);
 		struct shaper_class_stats *st = i == 0 ? leaf_stats : stats_of(id);
 
-		if (!clk || !st || !edt_class_usable(cfg))
+		if (!st || !gcra_usable(cls))
 			break;
-		__u64 cost = i == 0 ? leaf_cost : edt_level_cost(pkt, cfg);
+		__u64 cost = i == 0 ? leaf_cost : edt_level_cost(pkt, cls);
 		__u32 frac = leaf_frac;
-		__u64 whole = i == 0 ? cost_ns : shaper_cost_time(cost, cfg->ns_per_byte_fp, &frac);
+		__u64 whole = i == 0 ? cost_ns : shaper_cost_time(cost, cls->ns_per_byte_fp, &frac);
 		__u64 charge = shaper_round_time(whole, frac, &st->clock_carry);
-		__u64 tat = edt_charge_clock(clk, pkt->now, charge);
-		__u64 dep = edt_departure(tat, cfg->burst_ns, pkt->now);
+		__u64 tat = gcra_charge(cls, pkt->now, charge);
+		__u64 dep = gcra_departure(tat, cls->burst_ns, pkt->now);
 
 		stats_add(st, pkt->segs, cost);
 		/* Without branches, so that they add no verifier paths: */
 		charged = charged << 1 | 1;
 		rounded_up |= (__u32)(charge - whole) << i;
-		if (dep > edt_horizon(cfg, pkt->now, neighbour_mask)) {
+		if (dep > gcra_horizon(cls, pkt->now, neighbour_mask)) {
 			refused = true;
 			break;
 		}
@@ -299,12 +209,12 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 			above = dep;
 		/* The walk of pass 1, from the same entries. No level count is carried over: the
 		 * verifier would check everything after pass 1 once per depth. */
-		id = cfg->parent_id;
+		id = cls->parent_id;
 		if (!id)
 			break;
 	}
 	if (refused) {
-		edt_horizon_drop(class_id, charged, rounded_up, pkt->wire_len, pkt->segs);
+		gcra_refund(class_id, charged, rounded_up, pkt->wire_len, pkt->segs);
 		return EDT_DROP;
 	}
 	if (sparse_leave) {

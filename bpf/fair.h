@@ -38,43 +38,41 @@
 #include "congestion.h"
 
 /* Ends the epoch once it has run its length: the first packet to see that computes the share. */
-static __always_inline void fair_roll_epoch(struct shaper_class_clock *clk,
-					    const struct shaper_class_config *cfg, __u64 now)
+static __always_inline void fair_roll_epoch(struct shaper_class *cls, __u64 now)
 {
-	__u64 start = *(volatile __u64 *)&clk->fair_epoch_ns;
-	__u64 len = clk->fair_epoch_len_ns ? clk->fair_epoch_len_ns : SHAPER_FAIR_EPOCH_NS;
+	__u64 start = *(volatile __u64 *)&cls->fair_epoch_ns;
+	__u64 len = cls->fair_epoch_len_ns ? cls->fair_epoch_len_ns : SHAPER_FAIR_EPOCH_NS;
 
 	if (now - start < len)
 		return;
-	if (__sync_val_compare_and_swap(&clk->fair_epoch_ns, start, now) != start)
+	if (__sync_val_compare_and_swap(&cls->fair_epoch_ns, start, now) != start)
 		return; /* another CPU rolls it */
 
-	__u64 tat = *(volatile __u64 *)&clk->tat_ns;
-	__u64 flows = __sync_lock_test_and_set(&clk->fair_flows, 0);
-	__u64 charged = tat - clk->fair_epoch_tat_ns;
+	__u64 tat = *(volatile __u64 *)&cls->tat_ns;
+	__u64 flows = __sync_lock_test_and_set(&cls->fair_flows, 0u);
+	__u64 charged = tat - cls->fair_epoch_tat_ns;
 
-	clk->fair_epoch_tat_ns = tat;
+	cls->fair_epoch_tat_ns = tat;
 	/* A share only from a whole epoch that just ended (not after an idle gap), among two flows
 	 * at least: a lone flow has nobody to be unfair to. */
-	clk->fair_share_ns = (flows >= 2 && now - start < 2 * len) ? charged / flows : 0;
+	cls->fair_share_ns = (flows >= 2 && now - start < 2 * len) ? charged / flows : 0;
 	/* Sixteen frames per flow: eight times the two frames of the sparse allowance. */
-	len = flows * 8 * cfg->sparse_allowance_ns;
-	clk->fair_epoch_len_ns = len < SHAPER_FAIR_EPOCH_NS	  ? SHAPER_FAIR_EPOCH_NS
+	len = flows * 8 * cls->sparse_allowance_ns;
+	cls->fair_epoch_len_ns = len < SHAPER_FAIR_EPOCH_NS	  ? SHAPER_FAIR_EPOCH_NS
 				 : len > SHAPER_FAIR_EPOCH_MAX_NS ? SHAPER_FAIR_EPOCH_MAX_NS
 								  : len;
-	__sync_fetch_and_add(&clk->fair_epoch, 1);
+	__sync_fetch_and_add(&cls->fair_epoch, 1);
 }
 
 /* Counts a bulk packet of `flow` (cost_ns of class time) and says whether its flow is above its
  * share. `delay` is the class backlog the packet would wait behind. */
 static __always_inline enum congestion_verdict fair_decide(struct __sk_buff *skb, struct shaper_flow *flow,
-						     const struct shaper_class_config *cfg,
-						     struct shaper_class_clock *clk, __u64 cost_ns,
+						     struct shaper_class *cls, __u64 cost_ns,
 						     __u64 delay, __u64 now)
 {
-	fair_roll_epoch(clk, cfg, now);
+	fair_roll_epoch(cls, now);
 
-	__u32 epoch = *(volatile __u32 *)&clk->fair_epoch;
+	__u32 epoch = *(volatile __u32 *)&cls->fair_epoch;
 
 	if (flow->fair_epoch != epoch) {
 		flow->fair_epoch = epoch;
@@ -83,26 +81,26 @@ static __always_inline enum congestion_verdict fair_decide(struct __sk_buff *skb
 	__u64 charged = flow->fair_charged_ns + cost_ns;
 
 	flow->fair_charged_ns = charged < 0xffffffffull ? charged : 0xffffffffull;
-	if (charged <= cfg->sparse_allowance_ns)
+	if (charged <= cls->sparse_allowance_ns)
 		return CONGESTION_PASS; /* not a bulk flow (yet) */
 	/* Once per way and epoch; the compare-and-swap keeps two CPUs from both counting it. */
 	__u32 counted = flow->fair_counted_epoch;
 
 	if (counted != epoch &&
 	    __sync_val_compare_and_swap(&flow->fair_counted_epoch, counted, epoch) == counted)
-		__sync_fetch_and_add(&clk->fair_flows, 1);
+		__sync_fetch_and_add(&cls->fair_flows, 1);
 
-	__u64 share = clk->fair_share_ns;
+	__u64 share = cls->fair_share_ns;
 
-	__u64 tolerance = cfg->fair_tolerance_pm ? cfg->fair_tolerance_pm : SHAPER_FAIR_TOLERANCE_DEFAULT_PM;
+	__u64 tolerance = cls->fair_tolerance_pm ? cls->fair_tolerance_pm : SHAPER_FAIR_TOLERANCE_DEFAULT_PM;
 
-	if (!share || delay <= cfg->aqm_target_ns || delay <= cfg->aqm_floor_ns ||
-	    charged <= share + share * tolerance / 1000 + cfg->sparse_allowance_ns / 2)
+	if (!share || delay <= cls->aqm_target_ns || delay <= cls->aqm_floor_ns ||
+	    charged <= share + share * tolerance / 1000 + cls->sparse_allowance_ns / 2)
 		return CONGESTION_PASS;
 	/* Past twice its share a flow has not backed off (UDP floods don't): each further packet
 	 * of the epoch is dropped, so it never holds more than about two shares. Its drops must not
 	 * make it look sparse (nothing queued): it counts as queued up to the backlog. */
-	if (charged > 2 * share + cfg->sparse_allowance_ns) {
+	if (charged > 2 * share + cls->sparse_allowance_ns) {
 		if (flow->last_departure_ns < now + delay)
 			flow->last_departure_ns = now + delay;
 		return CONGESTION_DROP;
@@ -110,7 +108,7 @@ static __always_inline enum congestion_verdict fair_decide(struct __sk_buff *skb
 	if (flow->fair_acted_epoch == epoch)
 		return CONGESTION_PASS;
 	flow->fair_acted_epoch = epoch;
-	return congestion_signal(skb, cfg);
+	return congestion_signal(skb, cls);
 }
 
 #endif /* SHAPER_FAIR_H */

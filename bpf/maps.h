@@ -7,84 +7,49 @@
 #include <bpf/bpf_helpers.h>
 #include "shaper_abi.h"
 
-/* Pinned by name: a newer program loaded into the same pin directory reuses these maps,
- * so classes and their clocks survive an upgrade. max_entries is resized by the loader. */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct shaper_settings);
-	__uint(pinning, LIBBPF_PIN_BY_NAME);
-} shaper_settings SEC(".maps");
+/* An array pinned by name: a newer program loaded into the same pin directory reuses it, so
+ * classes and their clocks survive an upgrade. The loader resizes those sized by classes. */
+#define SHAPER_PINNED_ARRAY(name, array_type, value_type, entries, flags)                  \
+	struct {                                                                           \
+		__uint(type, array_type);                                                  \
+		__uint(max_entries, entries);                                              \
+		__uint(map_flags, flags);                                                  \
+		__type(key, __u32);                                                        \
+		__type(value, value_type);                                                 \
+		__uint(pinning, LIBBPF_PIN_BY_NAME);                                       \
+	} name SEC(".maps")
 
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, SHAPER_DEFAULT_MAX_CLASSES);
-	__type(key, __u32);
-	__type(value, struct shaper_class_config);
-	__uint(pinning, LIBBPF_PIN_BY_NAME);
-} shaper_class_config SEC(".maps");
+SHAPER_PINNED_ARRAY(shaper_settings, BPF_MAP_TYPE_ARRAY, struct shaper_settings, 1, 0);
 
-/* Mmapable: its values start on a page, so each 64-byte clock is one cache line of its own (an
- * ordinary array's values start 56 bytes into a line), and the control plane can move a clock
- * with atomics of its own (a rate change rescales the backlog). */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, SHAPER_DEFAULT_MAX_CLASSES);
-	__uint(map_flags, BPF_F_MMAPABLE);
-	__type(key, __u32);
-	__type(value, struct shaper_class_clock);
-	__uint(pinning, LIBBPF_PIN_BY_NAME);
-} shaper_class_clock SEC(".maps");
+/* The control plane's record of each class: declared here so that it is pinned with the rest;
+ * the packet path reads shaper_classes instead. */
+SHAPER_PINNED_ARRAY(shaper_class_config, BPF_MAP_TYPE_ARRAY, struct shaper_class_config,
+		    SHAPER_DEFAULT_MAX_CLASSES, 0);
 
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, SHAPER_DEFAULT_MAX_CLASSES);
-	__type(key, __u32);
-	__type(value, struct shaper_class_stats);
-	__uint(pinning, LIBBPF_PIN_BY_NAME);
-} shaper_class_stats SEC(".maps");
+/* Mmapable: its values start on a page, so each 128-byte entry is two cache lines of its own
+ * (an ordinary array's values start 56 bytes into a line), and the control plane writes configs
+ * and moves clocks with atomics of its own through the mapping (a rate change rescales the
+ * backlog). */
+SHAPER_PINNED_ARRAY(shaper_classes, BPF_MAP_TYPE_ARRAY, struct shaper_class,
+		    SHAPER_DEFAULT_MAX_CLASSES, BPF_F_MMAPABLE);
 
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, SHAPER_DEFAULT_MAX_CLASSES);
-	__type(key, __u32);
-	__type(value, struct shaper_class_aqm);
-	__uint(pinning, LIBBPF_PIN_BY_NAME);
-} shaper_class_aqm SEC(".maps");
+/* Mmapable for the same reason: values start on a page (stats.h). The loader sizes it to
+ * cpus * max_classes. */
+SHAPER_PINNED_ARRAY(shaper_class_stats, BPF_MAP_TYPE_ARRAY, struct shaper_class_stats,
+		    SHAPER_DEFAULT_MAX_CLASSES, BPF_F_MMAPABLE);
+
+SHAPER_PINNED_ARRAY(shaper_class_aqm, BPF_MAP_TYPE_ARRAY, struct shaper_class_aqm,
+		    SHAPER_DEFAULT_MAX_CLASSES, 0);
 
 /* An array, not a hash: its lookup is a few inlined instructions (see bpf/flow.h). */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 2 * SHAPER_FLOW_BUCKETS);
-	__type(key, __u32);
-	__type(value, struct shaper_flow);
-	__uint(pinning, LIBBPF_PIN_BY_NAME);
-} shaper_flows SEC(".maps");
+SHAPER_PINNED_ARRAY(shaper_flows, BPF_MAP_TYPE_ARRAY, struct shaper_flow, 2 * SHAPER_FLOW_BUCKETS, 0);
 
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, SHAPER_MAX_RULES);
-	__type(key, __u32);
-	__type(value, struct shaper_rule);
-	__uint(pinning, LIBBPF_PIN_BY_NAME);
-} shaper_rules SEC(".maps");
+SHAPER_PINNED_ARRAY(shaper_rules, BPF_MAP_TYPE_ARRAY, struct shaper_rule, SHAPER_MAX_RULES, 0);
 
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, SHAPER_MAX_RULES);
-	__type(key, __u32);
-	__type(value, struct shaper_rule_stats);
-	__uint(pinning, LIBBPF_PIN_BY_NAME);
-} shaper_rule_stats SEC(".maps");
+SHAPER_PINNED_ARRAY(shaper_rule_stats, BPF_MAP_TYPE_PERCPU_ARRAY, struct shaper_rule_stats,
+		    SHAPER_MAX_RULES, 0);
 
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 2 * SHAPER_MAX_TUPLES);
-	__type(key, __u32);
-	__type(value, struct shaper_tuple);
-	__uint(pinning, LIBBPF_PIN_BY_NAME);
-} shaper_tuples SEC(".maps");
+SHAPER_PINNED_ARRAY(shaper_tuples, BPF_MAP_TYPE_ARRAY, struct shaper_tuple, 2 * SHAPER_MAX_TUPLES, 0);
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -95,13 +60,7 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } shaper_rule_index SEC(".maps");
 
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 2 * SHAPER_PORT_SEGS_PER_GEN);
-	__type(key, __u32);
-	__type(value, __u16);
-	__uint(pinning, LIBBPF_PIN_BY_NAME);
-} shaper_port_segs SEC(".maps");
+SHAPER_PINNED_ARRAY(shaper_port_segs, BPF_MAP_TYPE_ARRAY, __u16, 2 * SHAPER_PORT_SEGS_PER_GEN, 0);
 
 /* Not pinned: a cache, private to each loaded program. */
 struct {

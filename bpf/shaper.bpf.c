@@ -41,9 +41,17 @@ static __always_inline void separate_fq_flows(struct __sk_buff *skb, struct pack
 	bpf_set_hash(skb, (flow_hash(skb, view) ^ (class_id * 0x9e3779b9u)) | 1);
 }
 
+/*
+ * sch_fq paces on skb->tstamp whatever its clock type, so the plain store is all pacing needs,
+ * on every kernel. Since 5.18 a stamp also carries a type: one marked a monotonic delivery time
+ * keeps its meaning after sch_fq (into another namespace it survives; to a local socket it is
+ * replaced by the receive time), an unmarked one is a receive time (a socket of the same
+ * namespace behind a veth would be told it was received then). The store keeps the packet's
+ * mark, which TCP has set already; only unmarked packets pay the helper's call to get it.
+ */
 static __always_inline void stamp(struct __sk_buff *skb, __u64 departure)
 {
-	if (have_set_tstamp)
+	if (have_set_tstamp && skb->tstamp_type != BPF_SKB_TSTAMP_DELIVERY_MONO)
 		bpf_skb_set_tstamp(skb, departure, BPF_SKB_TSTAMP_DELIVERY_MONO);
 	else
 		skb->tstamp = departure;

@@ -5,10 +5,15 @@
  *
  * Maps (all pinned by name under the device's pin directory, so a newer program reuses them):
  *   shaper_settings     ARRAY[1]            struct shaper_settings     written by control plane
- *   shaper_class_config ARRAY[max_classes]  struct shaper_class_config written by control plane
- *   shaper_class_clock  ARRAY[max_classes]  struct shaper_class_clock  mmapable: datapath, and
- *                       the control plane's compare-and-swap when a rate rises
- *   shaper_class_stats  PERCPU_ARRAY[max_classes] struct shaper_class_stats  datapath only
+ *   shaper_class_config ARRAY[max_classes]  struct shaper_class_config the control plane's
+ *                       record of each class (rates as given); the datapath never reads it
+ *   shaper_classes      ARRAY[max_classes]  struct shaper_class  mmapable: all a packet reads of
+ *                       its class (the config it needs, derived from the record) and its clocks,
+ *                       two cache lines, the first enough for a packet of an unbacklogged class.
+ *                       The control plane writes the config part and moves clocks with atomics,
+ *                       through the mapping
+ *   shaper_class_stats  ARRAY[cpus * max_classes] struct shaper_class_stats  mmapable, datapath
+ *                       only: entry cpu * max_classes + id holds one CPU's counters of a class
  *   shaper_class_aqm    ARRAY[max_classes]  struct shaper_class_aqm    CoDel state, datapath only
  *   shaper_flows        ARRAY[2 * SHAPER_FLOW_BUCKETS] struct shaper_flow: flows' last departures
  *                       and fair-share counts; bucket b of (class, flow hash) is the two tagged
@@ -34,7 +39,7 @@
 #include <linux/types.h>
 #endif
 
-#define SHAPER_ABI_VERSION 3
+#define SHAPER_ABI_VERSION 4
 
 /* Limits, enforced by the control plane before anything reaches a map. */
 #define SHAPER_DEFAULT_MAX_CLASSES 16384u   /* ids 1..max_classes-1 */
@@ -239,23 +244,42 @@ struct shaper_class_aqm {
 };
 
 /*
- * The class clock (GCRA's theoretical arrival time): the instant at which everything charged
- * to the class has left at its rate. It moves only by atomics (the control plane's too); 64
- * bytes in a map whose values start on a page, so each is one cache line of its own and
- * classes on different CPUs never share one. No spin lock: mmapable maps cannot hold one.
+ * A class as the packet path sees it: one entry, so a class whose entry is out of the caches
+ * costs one miss, not one per map. 128 bytes in a map whose values start on a page: the entry
+ * is two whole cache lines, and classes never share one. Line 0 holds all that a packet of a
+ * class without backlog reads and writes (the clock and the config it moves by); line 1 what
+ * backlogged packets add (sparse flows, fair shares, CoDel's interval).
+ *
+ * The config fields are the control plane's copy of shaper_class_config, written field by
+ * field (flags last when a class appears, first when it goes). The clocks (GCRA's theoretical
+ * arrival time tat_ns, and the others) move only by atomics, the control plane's too. No spin
+ * lock: mmapable maps cannot hold one.
  */
-struct shaper_class_clock {
-	__u64 tat_ns; /* monotonic ns */
-	__u64 sparse_tat_ns; /* the sparse allowance's own clock (GCRA at the class rate) */
+struct shaper_class {
+	/* Line 0: every packet. */
+	__u64 tat_ns;         /* the class clock, monotonic ns */
+	__u64 ns_per_byte_fp; /* as shaper_class_config */
+	__u64 burst_ns;
+	__u64 horizon_ns;
+	__u64 aqm_target_ns;
+	__u64 aqm_floor_ns;
+	__s16 overhead;       /* SHAPER_OVERHEAD_MIN..MAX */
+	__u16 mpu;            /* at most SHAPER_MPU_MAX */
+	__u32 parent_id;
+	__u32 flags;          /* SHAPER_CLASS_*; 0: no class */
+	__u32 fair_tolerance_pm; /* as shaper_class_config */
+	/* Line 1: backlogged packets. */
+	__u64 sparse_tat_ns;  /* the sparse allowance's own clock (GCRA at the class rate) */
+	__u64 sparse_allowance_ns;
+	__u64 aqm_interval_ns;
 	/* Fair shares (bpf/fair.h): the current epoch, and the share the last one measured. */
 	__u64 fair_epoch_ns;     /* when the epoch began */
 	__u64 fair_epoch_tat_ns; /* the clock then: class time charged since is tat - this */
-	__u64 fair_flows;        /* bulk flows counted in the epoch (bpf/fair.h) */
 	__u64 fair_share_ns;     /* class time per bulk flow in the last epoch; 0: unknown */
+	__u32 fair_flows;        /* bulk flows counted in the epoch (at most the flow table's ways) */
 	__u32 fair_epoch;        /* epoch serial */
-	__u32 pad32;
 	__u64 fair_epoch_len_ns; /* this epoch's length; 0: SHAPER_FAIR_EPOCH_NS */
-};
+} __attribute__((aligned(64)));
 
 /*
  * One way of a flow-table bucket: a flow's record while it holds the way (bpf/flow.h). The last
@@ -270,16 +294,17 @@ struct shaper_flow {
 	__u32 fair_counted_epoch; /* the last epoch this way counted toward its class's flows */
 };
 
+/*
+ * One CPU's counters of one class. Found by arithmetic (cpu * max_classes + id), not through a
+ * per-CPU array's pointer table: a class whose counters are cold costs one miss, not two. 96
+ * bytes from a page boundary: what every packet writes (the first 32 bytes) never straddles two
+ * cache lines, and no two CPUs ever write one line.
+ */
 struct shaper_class_stats {
+	/* Every packet. */
 	__u64 packets;
 	__u64 segments;
 	__u64 bytes;         /* bytes charged: wire length plus overhead, after mpu */
-	__u64 drops_horizon; /* packets dropped for leaving beyond the horizon */
-	__u64 drops_aqm;     /* packets CoDel dropped (not ECN-capable, or ECN off) */
-	__u64 ecn_marks;     /* packets CoDel marked CE instead */
-	__u64 sparse;        /* packets of sparse flows sent ahead of the backlog */
-	__u64 fair_marks;    /* packets CE-marked for a flow above its fair share */
-	__u64 drops_fair;    /* packets dropped for a flow above its fair share (not ECN-capable) */
 	/*
 	 * This CPU's clock rounding, in 2^-32 ns: how much more time it has charged the class
 	 * clock than its packets' exact cost. Each packet's time is rounded to whole ns, up or
@@ -287,6 +312,14 @@ struct shaper_class_stats {
 	 * never ahead of it by more than 1 ns per CPU. Per-CPU, so it costs no atomic.
 	 */
 	__u64 clock_carry;
+	/* Drops and marks. */
+	__u64 drops_horizon; /* packets dropped for leaving beyond the horizon */
+	__u64 drops_aqm;     /* packets CoDel dropped (not ECN-capable, or ECN off) */
+	__u64 ecn_marks;     /* packets CoDel marked CE instead */
+	__u64 sparse;        /* packets of sparse flows sent ahead of the backlog */
+	__u64 fair_marks;    /* packets CE-marked for a flow above its fair share */
+	__u64 drops_fair;    /* packets dropped for a flow above its fair share (not ECN-capable) */
+	__u64 pad[2];
 };
 
 #endif /* SHAPER_ABI_H */

@@ -31,24 +31,23 @@
  * the backlog: one-packet flows never get more than the bucket ahead of the bulk ones.
  */
 static __always_inline __u64 sparse_departure(const struct shaper_flow *flow,
-					      const struct shaper_class_config *cfg,
-					      struct shaper_class_clock *clk, __u64 cost_ns,
-					      __u64 now, __u64 backlog_departure)
+					      struct shaper_class *cls, __u64 cost_ns, __u64 now,
+					      __u64 backlog_departure)
 {
 	if (!flow || flow->last_departure_ns > now)
 		return 0; /* no record (flow.h), or a packet of its own still queued */
 
 	/* The allowance's clock moves by compare-and-swap; a race lost to another CPU is retried
 	 * (a packet refused here would wait behind the backlog, and its flow with it). */
-	__u64 seen = *(volatile __u64 *)&clk->sparse_tat_ns;
+	__u64 seen = *(volatile __u64 *)&cls->sparse_tat_ns;
 
 	for (int i = 0; i < SPARSE_CAS_TRIES; i++) {
 		__u64 next = (seen > now ? seen : now) + cost_ns;
-		__u64 leave = next > now + cfg->sparse_allowance_ns ? next - cfg->sparse_allowance_ns : now;
+		__u64 leave = next > now + cls->sparse_allowance_ns ? next - cls->sparse_allowance_ns : now;
 
-		if (leave >= backlog_departure || leave > now + cfg->sparse_allowance_ns)
+		if (leave >= backlog_departure || leave > now + cls->sparse_allowance_ns)
 			return 0;
-		__u64 was = __sync_val_compare_and_swap(&clk->sparse_tat_ns, seen, next);
+		__u64 was = __sync_val_compare_and_swap(&cls->sparse_tat_ns, seen, next);
 
 		if (was == seen)
 			return leave;

@@ -1,5 +1,10 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
-/* Per-class counters: per-CPU, so that CPUs charging one class never share a counter line. */
+/*
+ * Per-class counters, one set per CPU, so that CPUs charging one class never share a counter
+ * line. A CPU's counters of class `id` are entry cpu * max_classes + id of one array: found by
+ * arithmetic alone, where a per-CPU array would first load the class's pointer (for a cold class,
+ * a second trip to memory after the first).
+ */
 #ifndef SHAPER_STATS_H
 #define SHAPER_STATS_H
 
@@ -8,9 +13,16 @@
 
 #define SHAPER_STATS_UNCLASSIFIED 0
 
+/* max_classes, set by the loader: the stride between two CPUs' counters. */
+const volatile __u32 stats_classes = SHAPER_DEFAULT_MAX_CLASSES;
+
 static __always_inline struct shaper_class_stats *stats_of(__u32 class_id)
 {
-	return bpf_map_lookup_elem(&shaper_class_stats, &class_id);
+	__u32 key = bpf_get_smp_processor_id() * stats_classes + class_id;
+
+	if (class_id >= stats_classes)
+		return NULL;
+	return bpf_map_lookup_elem(&shaper_class_stats, &key);
 }
 
 static __always_inline void stats_add(struct shaper_class_stats *st, __u32 segs, __u64 bytes)

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <utility>
 #include <cerrno>
 
 #include "loader/error.h"
@@ -73,32 +74,6 @@ std::vector<std::pair<uint32_t, Value>> read_array(int fd, uint32_t entries, con
     return kept;
 }
 
-// The page of an mmapable array that holds one entry, mapped shared: atomics on it meet the
-// datapath's atomics on the same memory.
-class MappedEntry {
-public:
-    MappedEntry(int fd, uint64_t offset, const char* what)
-    {
-        const uint64_t page = uint64_t(sysconf(_SC_PAGESIZE));
-        page_ = mmap(nullptr, page, PROT_READ | PROT_WRITE, MAP_SHARED, fd, off_t(offset / page * page));
-        if (page_ == MAP_FAILED)
-            throw Error(errno_message(std::string("cannot map ") + what, errno));
-        size_ = page;
-        entry_ = static_cast<char*>(page_) + offset % page;
-    }
-    MappedEntry(const MappedEntry&) = delete;
-    MappedEntry& operator=(const MappedEntry&) = delete;
-    ~MappedEntry() { munmap(page_, size_); }
-
-    template <typename T>
-    T* as() const { return reinterpret_cast<T*>(entry_); }
-
-private:
-    void* page_ = nullptr;
-    uint64_t size_ = 0;
-    char* entry_ = nullptr;
-};
-
 // Moves a clock value ahead of now to now + (value - now) * old_rate / new_rate, by
 // compare-and-swap against the datapath's atomic adds: none is lost.
 void rescale_ahead(__u64* value, uint64_t old_rate, uint64_t new_rate)
@@ -117,6 +92,7 @@ void rescale_ahead(__u64* value, uint64_t old_rate, uint64_t new_rate)
 
 }  // namespace
 
+
 uint64_t monotonic_ns()
 {
     timespec ts{};
@@ -129,7 +105,7 @@ ShaperMaps ShaperMaps::open_pinned(const std::string& pin_dir)
     ShaperMaps maps;
     maps.settings_ = open_pin(pin_dir + "/shaper_settings");
     maps.config_ = open_pin(pin_dir + "/shaper_class_config");
-    maps.clock_ = open_pin(pin_dir + "/shaper_class_clock");
+    maps.classes_ = open_pin(pin_dir + "/shaper_classes");
     maps.stats_ = open_pin(pin_dir + "/shaper_class_stats");
     maps.aqm_ = open_pin(pin_dir + "/shaper_class_aqm");
     maps.rules_ = open_pin(pin_dir + "/shaper_rules");
@@ -137,7 +113,7 @@ ShaperMaps ShaperMaps::open_pinned(const std::string& pin_dir)
     maps.tuples_ = open_pin(pin_dir + "/shaper_tuples");
     maps.rule_index_ = open_pin(pin_dir + "/shaper_rule_index");
     maps.port_segs_ = open_pin(pin_dir + "/shaper_port_segs");
-    maps.max_classes_ = max_entries(maps.config_.get());
+    maps.map_class_arrays();
     return maps;
 }
 
@@ -146,7 +122,7 @@ ShaperMaps ShaperMaps::of(const Program& program)
     ShaperMaps maps;
     maps.settings_ = Fd(dup(program.settings_fd()));
     maps.config_ = Fd(dup(program.class_config_fd()));
-    maps.clock_ = Fd(dup(program.class_clock_fd()));
+    maps.classes_ = Fd(dup(program.class_entries_fd()));
     maps.stats_ = Fd(dup(program.class_stats_fd()));
     maps.aqm_ = Fd(dup(program.map_fd("shaper_class_aqm")));
     maps.rules_ = Fd(dup(program.map_fd("shaper_rules")));
@@ -154,8 +130,17 @@ ShaperMaps ShaperMaps::of(const Program& program)
     maps.tuples_ = Fd(dup(program.map_fd("shaper_tuples")));
     maps.rule_index_ = Fd(dup(program.map_fd("shaper_rule_index")));
     maps.port_segs_ = Fd(dup(program.map_fd("shaper_port_segs")));
-    maps.max_classes_ = max_entries(maps.config_.get());
+    maps.map_class_arrays();
     return maps;
+}
+
+void ShaperMaps::map_class_arrays()
+{
+    max_classes_ = max_entries(config_.get());
+    cpus_ = max_classes_ ? max_entries(stats_.get()) / max_classes_ : 0;
+    entries_ = MappedArray<shaper_class>(classes_.get(), max_classes_, "the class entries");
+    counters_ = MappedArray<shaper_class_stats>(stats_.get(), uint64_t(cpus_) * max_classes_,
+                                                "the class counters");
 }
 
 shaper_settings ShaperMaps::settings() const
@@ -184,6 +169,31 @@ std::optional<shaper_class_config> ShaperMaps::class_config(uint32_t id) const
 void ShaperMaps::write_class_config(uint32_t id, const shaper_class_config& config) const
 {
     update(config_.get(), id, &config, "class");
+    write_entry_config(id, config);
+}
+
+void ShaperMaps::write_entry_config(uint32_t id, const shaper_class_config& config) const
+{
+    if (id >= max_classes_)
+        throw Error("class id " + std::to_string(id) + " is beyond the map's " +
+                    std::to_string(max_classes_) + " entries");
+    shaper_class& e = entries_[id];
+    // A class going away stops being used before anything else changes; one appearing is used
+    // only once all of it is written.
+    if (!(config.flags & SHAPER_CLASS_PRESENT))
+        mapped_store(e.flags, 0u, std::memory_order_release);
+    mapped_store(e.ns_per_byte_fp, config.ns_per_byte_fp);
+    mapped_store(e.burst_ns, config.burst_ns);
+    mapped_store(e.horizon_ns, config.horizon_ns);
+    mapped_store(e.aqm_target_ns, config.aqm_target_ns);
+    mapped_store(e.aqm_floor_ns, config.aqm_floor_ns);
+    mapped_store(e.overhead, config.overhead);
+    mapped_store(e.mpu, config.mpu);
+    mapped_store(e.parent_id, config.parent_id);
+    mapped_store(e.sparse_allowance_ns, config.sparse_allowance_ns);
+    mapped_store(e.aqm_interval_ns, config.aqm_interval_ns);
+    mapped_store(e.fair_tolerance_pm, config.fair_tolerance_pm);
+    mapped_store(e.flags, config.flags, std::memory_order_release);
 }
 
 void ShaperMaps::change_class(uint32_t id, const shaper_class_config& config) const
@@ -192,14 +202,10 @@ void ShaperMaps::change_class(uint32_t id, const shaper_class_config& config) co
     // Before the new rate is written: packets charged in between pay the old rate on the
     // rescaled clock, more than the new one asks, never less.
     if (old && config.rate_bps > old->rate_bps) {
-        if (!(map_info(clock_.get()).map_flags & BPF_F_MMAPABLE))
-            throw Error("the device was attached by a shaperctl with an older map format: save it "
-                        "with `shaperctl dump`, detach it, then attach (or apply) again");
-        MappedEntry entry(clock_.get(), uint64_t(id) * sizeof(shaper_class_clock), "the class clocks");
-        auto* clock = entry.as<shaper_class_clock>();
-        rescale_ahead(&clock->tat_ns, old->rate_bps, config.rate_bps);
+        shaper_class& e = entries_[id];
+        rescale_ahead(&e.tat_ns, old->rate_bps, config.rate_bps);
         // The fair-share epoch counts class time from this mark: it moves with the clock.
-        rescale_ahead(&clock->fair_epoch_tat_ns, old->rate_bps, config.rate_bps);
+        rescale_ahead(&e.fair_epoch_tat_ns, old->rate_bps, config.rate_bps);
     }
     write_class_config(id, config);
 }
@@ -207,32 +213,30 @@ void ShaperMaps::change_class(uint32_t id, const shaper_class_config& config) co
 void ShaperMaps::erase_class(uint32_t id) const
 {
     // Config first: the datapath stops using the class before its clock is cleared.
-    const shaper_class_config no_config{};
-    update(config_.get(), id, &no_config, "class");
+    write_class_config(id, shaper_class_config{});
     reset_class_state(id);
 }
 
 void ShaperMaps::reset_class_state(uint32_t id) const
 {
-    write_clock(id, shaper_class_clock{});
+    write_clock(id, ClassClock{});
     const shaper_class_aqm idle{};
     update(aqm_.get(), id, &idle, "class aqm state");
-    std::vector<shaper_class_stats> zero(libbpf_num_possible_cpus());
-    update(stats_.get(), id, zero.data(), "class counters");
+    zero_counters(id);
 }
 
 namespace {
 
-// Writes `values` (per_key values per key, in key order) under `keys` in batches.
+// Writes `values` (one per key, in key order) under `keys` in batches.
 template <typename Value>
 void update_in_batches(int fd, const std::vector<uint32_t>& keys, const std::vector<Value>& values,
-                       size_t per_key, const char* what)
+                       const char* what)
 {
     constexpr size_t kBatch = 4096;
     LIBBPF_OPTS(bpf_map_batch_opts, opts);
     for (size_t at = 0; at < keys.size(); at += kBatch) {
         uint32_t count = uint32_t(std::min(kBatch, keys.size() - at));
-        if (bpf_map_update_batch(fd, keys.data() + at, values.data() + at * per_key, &count, &opts))
+        if (bpf_map_update_batch(fd, keys.data() + at, values.data() + at, &count, &opts))
             throw Error(errno_message(std::string("cannot write ") + what, errno));
     }
 }
@@ -249,15 +253,14 @@ void ShaperMaps::add_classes(const std::vector<std::pair<uint32_t, shaper_class_
     }
     // State before config, as reset_class_state then write_class_config: a class the datapath
     // can see is idle with zero counters.
-    update_in_batches(clock_.get(), ids, std::vector<shaper_class_clock>(ids.size()), 1, "class clocks");
-    update_in_batches(aqm_.get(), ids, std::vector<shaper_class_aqm>(ids.size()), 1, "class aqm state");
-    const size_t cpus = size_t(libbpf_num_possible_cpus());
-    for (size_t at = 0; at < ids.size(); at += 4096) {  // per-CPU values: bounded buffers
-        const std::vector<uint32_t> chunk(ids.begin() + at, ids.begin() + std::min(ids.size(), at + 4096));
-        update_in_batches(stats_.get(), chunk, std::vector<shaper_class_stats>(chunk.size() * cpus), cpus,
-                          "class counters");
-    }
-    update_in_batches(config_.get(), ids, configs, 1, "classes");
+    for (uint32_t id : ids)
+        write_clock(id, ClassClock{});
+    update_in_batches(aqm_.get(), ids, std::vector<shaper_class_aqm>(ids.size()), "class aqm state");
+    for (uint32_t id : ids)
+        zero_counters(id);
+    update_in_batches(config_.get(), ids, configs, "classes");
+    for (const auto& [id, config] : classes)
+        write_entry_config(id, config);
 }
 
 std::vector<uint32_t> ShaperMaps::class_ids() const
@@ -276,36 +279,66 @@ std::vector<std::pair<uint32_t, shaper_class_config>> ShaperMaps::class_configs(
                                            });
 }
 
-shaper_class_clock ShaperMaps::clock(uint32_t id) const
+namespace {
+
+// The fields ClassClock and ClassCounters share by name with the class entry and with one CPU's
+// counters (bpf/shaper_abi.h): fn(the map's field, ours) for each.
+#define SHAPER_CLOCK_FIELDS(f) \
+    f(tat_ns) f(sparse_tat_ns) f(fair_epoch_ns) f(fair_epoch_tat_ns) f(fair_flows) f(fair_share_ns) \
+    f(fair_epoch) f(fair_epoch_len_ns)
+#define SHAPER_COUNTER_FIELDS(f) \
+    f(packets) f(segments) f(bytes) f(clock_carry) f(drops_horizon) f(drops_aqm) f(ecn_marks) \
+    f(sparse) f(fair_marks) f(drops_fair)
+#define SHAPER_FIELD_PAIR(name) fn(map.name, ours.name);
+
+template <typename Entry, typename Clock, typename F>
+void for_each_clock_field(Entry& map, Clock& ours, F fn)
 {
-    shaper_class_clock clock{};
-    lookup(clock_.get(), id, &clock, "class clock");
-    return clock;
+    SHAPER_CLOCK_FIELDS(SHAPER_FIELD_PAIR)
 }
 
-void ShaperMaps::write_clock(uint32_t id, const shaper_class_clock& clock) const
+template <typename Stats, typename F>
+void for_each_counter(Stats& map, ClassCounters& ours, F fn)
 {
-    update(clock_.get(), id, &clock, "class clock");
+    SHAPER_COUNTER_FIELDS(SHAPER_FIELD_PAIR)
+}
+
+}  // namespace
+
+ClassClock ShaperMaps::clock(uint32_t id) const
+{
+    if (id >= max_classes_)
+        throw Error("cannot read class clock " + std::to_string(id) + ": beyond the map");
+    ClassClock c;
+    for_each_clock_field(entries_[id], c, [](const auto& field, auto& out) { out = mapped_load(field); });
+    return c;
+}
+
+void ShaperMaps::write_clock(uint32_t id, const ClassClock& clock) const
+{
+    if (id >= max_classes_)
+        throw Error("cannot write class clock " + std::to_string(id) + ": beyond the map");
+    ClassClock c = clock;
+    for_each_clock_field(entries_[id], c, [](auto& field, auto value) { mapped_store(field, value); });
 }
 
 ClassCounters ShaperMaps::counters(uint32_t id) const
 {
-    std::vector<shaper_class_stats> per_cpu(libbpf_num_possible_cpus());
-    lookup(stats_.get(), id, per_cpu.data(), "class counters");
+    if (id >= max_classes_)
+        throw Error("cannot read class counters " + std::to_string(id) + ": beyond the map");
     ClassCounters sum;
-    for (const auto& s : per_cpu) {
-        sum.packets += s.packets;
-        sum.segments += s.segments;
-        sum.bytes += s.bytes;
-        sum.drops_horizon += s.drops_horizon;
-        sum.drops_aqm += s.drops_aqm;
-        sum.ecn_marks += s.ecn_marks;
-        sum.sparse += s.sparse;
-        sum.fair_marks += s.fair_marks;
-        sum.drops_fair += s.drops_fair;
-        sum.clock_carry += s.clock_carry;
-    }
+    for (uint32_t cpu = 0; cpu < cpus_; cpu++)
+        for_each_counter(counters_[uint64_t(cpu) * max_classes_ + id], sum,
+                         [](const auto& counter, uint64_t& total) { total += mapped_load(counter); });
     return sum;
+}
+
+void ShaperMaps::zero_counters(uint32_t id) const
+{
+    ClassCounters unused;
+    for (uint32_t cpu = 0; cpu < cpus_; cpu++)
+        for_each_counter(counters_[uint64_t(cpu) * max_classes_ + id], unused,
+                         [](auto& counter, uint64_t&) { mapped_store(counter, 0); });
 }
 
 std::vector<std::pair<uint32_t, shaper_rule>> ShaperMaps::rules() const

@@ -1,4 +1,4 @@
-// The pinned maps of one device: settings, class configs, clocks and counters.
+// The pinned maps of one device: settings, class records and entries (config + clocks), counters.
 #pragma once
 
 #include <cstdint>
@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "loader/fd.h"
+#include "loader/mapped_array.h"
 #include "shaper_abi.h"
 
 namespace shaperctl {
@@ -21,6 +22,15 @@ struct ClassCounters {
     uint64_t packets = 0, segments = 0, bytes = 0, drops_horizon = 0, drops_aqm = 0, ecn_marks = 0, sparse = 0;
     uint64_t fair_marks = 0, drops_fair = 0;
     uint64_t clock_carry = 0;  // 2^-32 ns the clock is ahead of the exact charge (< 2^32 per CPU)
+};
+
+// A class's clocks as the control plane reads and writes them (in struct shaper_class, the
+// entry the datapath reads: tat_ns on its first cache line, the rest on its second).
+struct ClassClock {
+    uint64_t tat_ns = 0, sparse_tat_ns = 0;
+    uint64_t fair_epoch_ns = 0, fair_epoch_tat_ns = 0, fair_flows = 0, fair_share_ns = 0;
+    uint32_t fair_epoch = 0;
+    uint64_t fair_epoch_len_ns = 0;
 };
 
 class ShaperMaps {
@@ -47,8 +57,8 @@ public:
     std::vector<uint32_t> class_ids() const;  // configured classes, ascending
     std::vector<std::pair<uint32_t, shaper_class_config>> class_configs() const;  // one batch read
 
-    shaper_class_clock clock(uint32_t id) const;
-    void write_clock(uint32_t id, const shaper_class_clock& clock) const;
+    ClassClock clock(uint32_t id) const;
+    void write_clock(uint32_t id, const ClassClock& clock) const;
 
     // Summed over CPUs. Id 0 holds the unclassified packets.
     ClassCounters counters(uint32_t id) const;
@@ -62,9 +72,16 @@ public:
 
 private:
     ShaperMaps() = default;
-    Fd settings_, config_, clock_, stats_, aqm_;
+    // The datapath's copy of a config in the class's entry (flags last, or first when it goes).
+    void write_entry_config(uint32_t id, const shaper_class_config& config) const;
+    void map_class_arrays();
+    void zero_counters(uint32_t id) const;
+
+    Fd settings_, config_, classes_, stats_, aqm_;
     Fd rules_, rule_stats_, tuples_, rule_index_, port_segs_;
-    uint32_t max_classes_ = 0;
+    uint32_t max_classes_ = 0, cpus_ = 0;
+    MappedArray<shaper_class> entries_;
+    MappedArray<shaper_class_stats> counters_;  // cpu * max_classes_ + id
 };
 
 }  // namespace shaperctl

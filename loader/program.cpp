@@ -83,9 +83,16 @@ Program Program::load(const ProgramOptions& options)
     uint32_t classes = pinned_max_entries(options.pin_dir, "shaper_class_config");
     if (!classes)
         classes = options.max_classes ? options.max_classes : SHAPER_DEFAULT_MAX_CLASSES;
-    for (bpf_map* map : {skel->maps.shaper_class_config, skel->maps.shaper_class_clock,
-                         skel->maps.shaper_class_stats, skel->maps.shaper_class_aqm})
+    for (bpf_map* map : {skel->maps.shaper_class_config, skel->maps.shaper_classes,
+                         skel->maps.shaper_class_aqm})
         bpf_map__set_max_entries(map, classes);
+    // Each CPU's counters of every class (bpf/stats.h).
+    const uint64_t counter_sets = uint64_t(classes) * uint64_t(libbpf_num_possible_cpus());
+    if (counter_sets > UINT32_MAX)
+        throw Error(std::to_string(classes) + " classes on " + std::to_string(libbpf_num_possible_cpus()) +
+                    " CPUs need more counter sets than a map holds: use fewer --max-classes");
+    bpf_map__set_max_entries(skel->maps.shaper_class_stats, uint32_t(counter_sets));
+    skel->rodata->stats_classes = classes;
     if (options.pin_dir.empty()) {
         bpf_map* map;
         bpf_object__for_each_map(map, skel->obj)
@@ -124,7 +131,7 @@ Program::~Program()
 int Program::prog_fd() const { return bpf_program__fd(skel_->progs.shaper_egress); }
 int Program::settings_fd() const { return bpf_map__fd(skel_->maps.shaper_settings); }
 int Program::class_config_fd() const { return bpf_map__fd(skel_->maps.shaper_class_config); }
-int Program::class_clock_fd() const { return bpf_map__fd(skel_->maps.shaper_class_clock); }
+int Program::class_entries_fd() const { return bpf_map__fd(skel_->maps.shaper_classes); }
 int Program::class_stats_fd() const { return bpf_map__fd(skel_->maps.shaper_class_stats); }
 int Program::map_fd(const char* name) const
 {

@@ -30,7 +30,7 @@ public:
     int prog_fd() const;
     int settings_fd() const;
     int class_config_fd() const;
-    int class_clock_fd() const;
+    int class_entries_fd() const;  // shaper_classes
     int class_stats_fd() const;
     int map_fd(const char* name) const;  // any of the object's maps, by name
     bool uses_set_tstamp() const;

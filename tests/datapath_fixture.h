@@ -9,6 +9,7 @@
 #pragma once
 
 #include <bpf/bpf.h>
+#include <bpf/libbpf.h>
 #include <gtest/gtest.h>
 #include <linux/if_ether.h>
 #include <linux/ip.h>
@@ -103,7 +104,7 @@ protected:
     // Puts a class's clock `ahead_ns` in the future so stamps don't depend on when runs happen.
     uint64_t backlog_class(uint32_t id, uint64_t ahead_ns)
     {
-        shaper_class_clock clock{};
+        ClassClock clock{};
         clock.tat_ns = now_ns() + ahead_ns;
         maps_->write_clock(id, clock);
         return clock.tat_ns;

@@ -233,7 +233,7 @@ TEST_F(Datapath, ConcurrentChargesAreConserved)
         t.join();
 
     const unsigned __int128 total = (unsigned __int128)kThreads * kRepeat * 64 * ns_per_byte_fp(300'000'000);
-    shaper_class_clock clock = maps_->clock(1);
+    ClassClock clock = maps_->clock(1);
     ClassCounters c = maps_->counters(1);
     // Each CPU charged its packets' exact time plus what it banked rounding, under 1 ns.
     EXPECT_EQ((unsigned __int128)(clock.tat_ns - tat) << 32, total + c.clock_carry);
@@ -428,7 +428,7 @@ protected:
     {
         add_class({.id = 1, .rate_bps = 8'000'000, .horizon_ns = 60 * kSec, .ecn = ecn}, false,
                   false, true);
-        shaper_class_clock clock{};
+        ClassClock clock{};
         clock.tat_ns = now_ns() + backlog_ns;
         clock.fair_epoch_ns = now_ns();
         clock.fair_epoch_len_ns = kLongEpoch;  // it does not end while the test runs
@@ -442,7 +442,7 @@ protected:
     // packet which rolls it over still sees a whole epoch, however slow the run.
     void end_epoch()
     {
-        shaper_class_clock clock = maps_->clock(1);
+        ClassClock clock = maps_->clock(1);
         const uint64_t now = now_ns();
         clock.fair_epoch_len_ns = std::min(kLongEpoch, now / 2);
         clock.fair_epoch_ns = now - clock.fair_epoch_len_ns - 1'000'000;
@@ -507,7 +507,7 @@ TEST_F(Fair, NothingWhileTheBacklogIsBelowTarget)
     add_fair_class(2'000'000);
     for (int i = 0; i < 40; i++) {
         // 2 ms of backlog before each packet, under the 5 ms target: a flow far above its share.
-        shaper_class_clock clock = maps_->clock(1);
+        ClassClock clock = maps_->clock(1);
         clock.tat_ns = now_ns() + 2'000'000;
         maps_->write_clock(1, clock);
         ASSERT_EQ(send_flow(1000, 2).ecn, 2);
@@ -525,7 +525,7 @@ TEST_F(Fair, EpochsEndWithTheChargePerFlowAsTheShare)
     // End the epoch. Its share is the 10 ms charged over the 2 flows.
     end_epoch();
     send_flow(3000, 2);
-    shaper_class_clock clock = maps_->clock(1);
+    ClassClock clock = maps_->clock(1);
     EXPECT_EQ(clock.fair_epoch, 6u);
     EXPECT_EQ(clock.fair_share_ns, 5'000'000u);
     // The packet that ended it is of the new epoch, but a flow counts once it has asked for more
@@ -601,7 +601,7 @@ TEST_F(Sparse, AFlowWithNothingQueuedLeavesNowOneWithAQueuedPacketWaits)
     EXPECT_LT(seventh.tstamp, tat0);
     // ...and until it has left, the flow has a packet queued: the eighth waits behind the backlog
     // and the seven early packets, even once the allowance refills.
-    shaper_class_clock clock = maps_->clock(1);
+    ClassClock clock = maps_->clock(1);
     clock.sparse_tat_ns = 0;
     maps_->write_clock(1, clock);
     const Verdict eighth = send_flow(1000, 500);

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <atomic>
 #include <thread>
 #include <vector>
@@ -255,28 +256,85 @@ TEST_F(Flows, ASparsePacketNeverLeavesBeforeItsParentAllows)
     EXPECT_LE(v.tstamp, v.after);
 }
 
-// Each clock is one cache line of its own: 64 bytes in an mmapable array, whose values start
-// on a page (an ordinary array's start 56 bytes into a line).
-TEST_F(Datapath, ClocksAreWholeCacheLines)
+// A class's entry is two whole cache lines: 128 bytes in an mmapable array, whose values start
+// on a page (an ordinary array's start 56 bytes into a line). What a packet of an unbacklogged
+// class touches (its clock and the config that moves it) is all on the first.
+TEST_F(Datapath, ClassEntriesAreWholeCacheLines)
 {
-    EXPECT_EQ(sizeof(shaper_class_clock), 64u);
-    const int fd = program_->class_clock_fd();
+    EXPECT_EQ(sizeof(shaper_class), 128u);
+    EXPECT_EQ(alignof(shaper_class), 64u);
+    EXPECT_LT(offsetof(shaper_class, flags), 64u);
+    EXPECT_EQ(offsetof(shaper_class, sparse_tat_ns), 64u);
+    const int fd = program_->class_entries_fd();
     bpf_map_info info{};
     uint32_t len = sizeof info;
     ASSERT_EQ(bpf_obj_get_info_by_fd(fd, &info, &len), 0);
-    EXPECT_EQ(info.value_size, 64u);
+    EXPECT_EQ(info.value_size, 128u);
     EXPECT_TRUE(info.map_flags & BPF_F_MMAPABLE);
-    // Entry i is at i * 64 from the mapping's start, which is page-aligned in the kernel too.
-    const size_t bytes = size_t(info.max_entries) * 64;
+    // Entry i is at i * 128 from the mapping's start, which is page-aligned in the kernel too.
+    const size_t bytes = size_t(info.max_entries) * 128;
     void* map = mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd, 0);
     ASSERT_NE(map, MAP_FAILED) << strerror(errno);
-    shaper_class_clock clock{};
+    add_class({.id = 5, .rate_bps = 8'000'000});
+    ClassClock clock{};
     clock.tat_ns = 0x1234567890ull;
     clock.fair_epoch_len_ns = 77;
     maps_->write_clock(5, clock);
-    const auto* mapped = static_cast<const shaper_class_clock*>(map) + 5;
+    const auto* mapped = static_cast<const shaper_class*>(map) + 5;
     EXPECT_EQ(mapped->tat_ns, clock.tat_ns);
     EXPECT_EQ(mapped->fair_epoch_len_ns, 77u);
+    EXPECT_EQ(mapped->ns_per_byte_fp, maps_->class_config(5)->ns_per_byte_fp);
+    EXPECT_TRUE(mapped->flags & SHAPER_CLASS_PRESENT);
+    maps_->erase_class(5);
+    EXPECT_EQ(mapped->flags, 0u) << "an erased class is gone from the packet path";
+    EXPECT_EQ(mapped->tat_ns, 0u);
+    munmap(map, bytes);
+}
+
+// Each CPU counts a class's packets in its own set, entry cpu * max_classes + id of one mmapable
+// array: found by arithmetic (no per-CPU pointer to load first), 96 bytes from a page boundary
+// (what every packet writes, the first 32, on one cache line; no line written by two CPUs).
+TEST_F(Datapath, EachCpuCountsInItsOwnSet)
+{
+    EXPECT_EQ(sizeof(shaper_class_stats), 96u);
+    EXPECT_EQ(offsetof(shaper_class_stats, clock_carry), 24u);
+    set_default_class(7);
+    add_class({.id = 7, .rate_bps = 8'000'000});
+    const int fd = program_->class_stats_fd();
+    bpf_map_info info{};
+    uint32_t len = sizeof info;
+    ASSERT_EQ(bpf_obj_get_info_by_fd(fd, &info, &len), 0);
+    EXPECT_TRUE(info.map_flags & BPF_F_MMAPABLE);
+    EXPECT_EQ(info.value_size, 96u);
+    const uint32_t classes = maps_->max_classes();
+    const uint32_t possible = uint32_t(libbpf_num_possible_cpus());
+    ASSERT_EQ(info.max_entries, classes * possible);
+    cpu_set_t allowed;
+    ASSERT_EQ(sched_getaffinity(0, sizeof allowed, &allowed), 0);
+    std::vector<int> cpus;
+    for (int cpu = 0; cpu < CPU_SETSIZE && cpu < int(possible); cpu++)
+        if (CPU_ISSET(cpu, &allowed))
+            cpus.push_back(cpu);
+    for (size_t i = 0; i < cpus.size(); i++)  // CPU cpus[i] sends i + 1 packets
+        std::thread([&, i] {
+            cpu_set_t one;
+            CPU_ZERO(&one);
+            CPU_SET(cpus[i], &one);
+            ASSERT_EQ(sched_setaffinity(0, sizeof one, &one), 0);
+            for (size_t n = 0; n <= i; n++)
+                EXPECT_EQ(run(100, 1).action, -1) << "passed on (TC_ACT_UNSPEC)";
+        }).join();
+    const size_t bytes = size_t(info.max_entries) * 96;
+    void* map = mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd, 0);
+    ASSERT_NE(map, MAP_FAILED) << strerror(errno);
+    const auto* sets = static_cast<const shaper_class_stats*>(map);
+    uint64_t sent = 0;
+    for (size_t i = 0; i < cpus.size(); i++) {
+        EXPECT_EQ(sets[size_t(cpus[i]) * classes + 7].packets, i + 1) << "CPU " << cpus[i];
+        EXPECT_EQ(sets[size_t(cpus[i]) * classes + 7].bytes, 100 * (i + 1)) << "CPU " << cpus[i];
+        sent += i + 1;
+    }
+    EXPECT_EQ(maps_->counters(7).packets, sent);
     munmap(map, bytes);
 }
 

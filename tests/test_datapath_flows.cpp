@@ -86,7 +86,7 @@ protected:
     // `allowance_spent` (heavy churn spends it: every flow goes through the fair shares).
     void backlogged_epoch(uint32_t id, uint64_t backlog_ns, uint64_t share_ns, bool allowance_spent)
     {
-        shaper_class_clock clock{};
+        ClassClock clock{};
         const uint64_t now = now_ns();
         clock.tat_ns = now + backlog_ns;
         clock.sparse_tat_ns = allowance_spent ? now + 3600 * kSec : 0;
@@ -102,7 +102,7 @@ protected:
     // shares rolls it, and the share is the datapath's own. The new epoch lasts again.
     void end_epoch(uint32_t id, const PacketSpec& next, uint32_t wire_len)
     {
-        shaper_class_clock clock = maps_->clock(id);
+        ClassClock clock = maps_->clock(id);
         const uint32_t epoch = clock.fair_epoch;
         clock.fair_epoch_len_ns = 10 * kSec;
         clock.fair_epoch_ns = now_ns() - 10 * kSec - kMs;
@@ -306,7 +306,7 @@ TEST_F(FlowsDatapath, NeighbourDiscoveryPassesBeyondTheHorizonAndIsCharged)
     // 800 kbit: a byte is 10 us; the slack (128 KiB) is 1.31 s past the 1 s horizon. The clock
     // half a second past the horizon: as long for the test to run before it would not be.
     add_class({.id = 1, .rate_bps = 800'000, .horizon_ns = kSec}, false, false, false);
-    shaper_class_clock clock{};
+    ClassClock clock{};
     clock.tat_ns = now_ns() + 1500 * kMs;
     maps_->write_clock(1, clock);
     EXPECT_EQ(send({.proto = 17}, 100).action, kTcActShot) << "an ordinary packet is beyond the horizon";
@@ -366,7 +366,7 @@ TEST_F(FlowsDatapath, NeighbourDiscoveryIsNeverDroppedByCoDel)
     add_class({.id = 1, .rate_bps = 1'000'000'000, .horizon_ns = 10 * kSec, .ecn = false,
                .aqm_target_ns = kMs, .aqm_interval_ns = 20 * kMs},
               true, false, false);
-    shaper_class_clock clock{};
+    ClassClock clock{};
     clock.tat_ns = now_ns() + 5 * kSec;
     maps_->write_clock(1, clock);
     ASSERT_EQ(send({.proto = 17}, 100).action, kPass);  // the delay goes above target

@@ -65,7 +65,7 @@ protected:
     // The class clock `ahead_ns` in the future: the next departure is that clock.
     uint64_t backlog(uint32_t id, uint64_t ahead_ns)
     {
-        shaper_class_clock clock{};
+        ClassClock clock{};
         clock.tat_ns = now_ns() + ahead_ns;
         maps_->write_clock(id, clock);
         return clock.tat_ns;

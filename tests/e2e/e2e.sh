@@ -736,9 +736,9 @@ rt_now() { jq -n now; }
 fq_qdiscs() {
   tc -n "$1" -s -j qdisc show dev "$2" | jq -r '[.[] | select(.kind == "fq") | "\(.handle)@\(.parent)=\(.packets)"] | join(" ")'
 }
-# class_clock PIN_DIR ID: the class's clock entry (bpftool map lookup, JSON).
+# class_clock PIN_DIR ID: the class's entry, config and clocks (bpftool map lookup, JSON).
 class_clock() {
-  "$BPFTOOL" -j map lookup pinned "$1/shaper_class_clock" key $(printf '%d %d %d %d' $(($2 & 255)) $(($2 >> 8 & 255)) $(($2 >> 16 & 255)) $(($2 >> 24)))
+  "$BPFTOOL" -j map lookup pinned "$1/shaper_classes" key $(printf '%d %d %d %d' $(($2 & 255)) $(($2 >> 8 & 255)) $(($2 >> 16 & 255)) $(($2 >> 24)))
 }
 # prog_uses_map PROG_ID MAP_ID: the program references the map (bpftool).
 prog_uses_map() {
@@ -774,7 +774,7 @@ case_upgrade() {
   _st=$(status_json snd va0)
   _id0=$(echo "$_st" | jq .program_id) _tag0=$(echo "$_st" | jq -r .program_tag)
   _pin=/sys/fs/bpf/shaperctl/ns$(echo "$_st" | jq .netns)/if$(echo "$_st" | jq .ifindex)
-  _clk=$("$BPFTOOL" -j map show pinned "$_pin/shaper_class_clock" | jq .id)
+  _clk=$("$BPFTOOL" -j map show pinned "$_pin/shaper_classes" | jq .id)
   _fq0=$(fq_qdiscs snd va0)
   note "before: prog $_id0 tag $_tag0; class clock map id $_clk; fq (handle@parent=packets) $_fq0"
 

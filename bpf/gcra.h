@@ -1,0 +1,113 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * One level's token bucket: GCRA on its class clock, with a horizon.
+ *
+ * Each class keeps a clock `tat` (GCRA's theoretical arrival time): the instant at which all
+ * it has been charged has left at its rate. A packet arriving at `now` may leave at
+ *     departure = max(now, tat - burst_ns)
+ * and advances the clock to max(tat, now) + cost / rate. So a class idle for burst_ns or more
+ * holds `burst` bytes of credit; sustained traffic leaves at `rate`; over any interval T the
+ * class releases at most burst + rate * T plus the one packet that took the last credit. A
+ * packet bigger than the burst still leaves, taking debt that delays the packets after it.
+ *
+ * A level accepts a departure up to its horizon past now; neighbour discovery may pass it by
+ * SHAPER_NEIGHBOUR_SLACK_BYTES at the level's rate (edt.h says why).
+ *
+ * Concurrency: the clock only moves through atomics. Once tat >= now it can only grow, so a
+ * fetch-and-add is exact; the jump from an idle clock to now is a compare-and-swap. No charge
+ * is lost or doubled. Sub-ns remainders are rounded per CPU (charge.h), with no atomic. The
+ * horizon is checked on the clock each level's atomic returns, which counts every charge made
+ * before it on any CPU: a packet that lands beyond is given its charges back (an atomic add of
+ * minus its cost, at every level charged) and dropped. So every packet that leaves, leaves
+ * within the horizon of its own now, however many CPUs race; a charge given back only makes the
+ * packets that saw it meanwhile wait (or drop) as if it stood. Pass 1 reads the clocks first so
+ * that a class already beyond its horizon is not charged at all.
+ */
+#ifndef SHAPER_GCRA_H
+#define SHAPER_GCRA_H
+
+#include "maps.h"
+#include "charge.h"
+#include "stats.h"
+
+#define GCRA_IDLE_CAS_TRIES 4
+
+/* The class a walk may stand on: configured, with a usable rate. */
+static __always_inline bool gcra_usable(const struct shaper_class *cls)
+{
+	return cls && (cls->flags & SHAPER_CLASS_PRESENT) && cls->ns_per_byte_fp;
+}
+
+static __always_inline struct shaper_class *gcra_class(__u32 id)
+{
+	return bpf_map_lookup_elem(&shaper_classes, &id);
+}
+
+/* Departure allowed by a clock value read before this packet's charge. */
+static __always_inline __u64 gcra_departure(__u64 tat, __u64 burst_ns, __u64 now)
+{
+	return tat > now + burst_ns ? tat - burst_ns : now;
+}
+
+/* Advances the clock by `whole` ns; returns the clock before the charge. */
+static __always_inline __u64 gcra_charge(struct shaper_class *cls, __u64 now, __u64 whole)
+{
+	__u64 tat = *(volatile __u64 *)&cls->tat_ns;
+
+	for (int i = 0; i < GCRA_IDLE_CAS_TRIES && tat < now; i++) {
+		__u64 seen = __sync_val_compare_and_swap(&cls->tat_ns, tat, now + whole);
+
+		if (seen == tat)
+			return tat;
+		tat = seen;
+	}
+	return __sync_fetch_and_add(&cls->tat_ns, whole);
+}
+
+/*
+ * A packet refused for a horizon: its drop is counted at every level from class `id` up, and
+ * the levels pass 2 had charged (bit i of `charged`: level i, the leaf being 0) get their charges
+ * back with their counters and rounding (bit i of `rounded_up`: level i's charge was rounded up,
+ * charge.h). A global function, so the verifier checks it once on its own instead of once per
+ * path that ends in a horizon drop.
+ */
+__noinline int gcra_refund(__u32 id, __u32 charged, __u32 rounded_up, __u32 wire_len, __u32 segs)
+{
+	for (int i = 0; i < SHAPER_MAX_DEPTH; i++) {
+		struct shaper_class *cls = gcra_class(id);
+		struct shaper_class_stats *st = stats_of(id);
+
+		if (!st || !gcra_usable(cls))
+			break;
+		st->drops_horizon++;
+		if ((charged >> i) & 1) {
+			const __u64 cost = shaper_packet_cost(wire_len, segs, cls->overhead, cls->mpu);
+			__u32 frac;
+			const __u64 whole = shaper_cost_time(cost, cls->ns_per_byte_fp, &frac);
+			const __u64 up = (rounded_up >> i) & 1;
+
+			__sync_fetch_and_add(&cls->tat_ns, -(whole + up));
+			st->clock_carry = up ? st->clock_carry - ((1ull << SHAPER_NS_FRAC_BITS) - frac)
+					     : st->clock_carry + frac;
+			st->packets--;
+			st->segments -= segs;
+			st->bytes -= cost;
+		}
+		id = cls->parent_id;
+		if (!id)
+			break;
+	}
+	return 0;
+}
+
+/* The latest departure a level accepts: its horizon, plus for neighbour discovery (mask all
+ * ones) the slack at the level's rate, 2^17 bytes of ns_per_byte_fp's 2^-32 ns. */
+static __always_inline __u64 gcra_horizon(const struct shaper_class *cls, __u64 now,
+					  __u64 neighbour_mask)
+{
+	return now + cls->horizon_ns +
+	       ((cls->ns_per_byte_fp >> (SHAPER_NS_FRAC_BITS - SHAPER_NEIGHBOUR_SLACK_LOG2)) &
+		neighbour_mask);
+}
+
+#endif /* SHAPER_GCRA_H */
