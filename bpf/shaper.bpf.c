@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /*
- * shaperctl's egress program (TCX link, or tc clsact filter): classify -> edt -> stamp.
- * The kernel's sch_fq holds each packet until the stamped departure time; in police mode
- * (no sch_fq) the horizon check alone limits the class, by dropping.
+ * shaperctl's program (TCX link, or tc clsact filter): classify -> edt -> stamp.
+ * On egress the kernel's sch_fq holds each packet until the stamped departure time; in police
+ * mode (no sch_fq) the horizon check alone limits the class, by dropping. On ingress (ingress.h)
+ * nothing is stamped: the virtual backlog decides pass, CE mark or drop.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -12,6 +13,7 @@
 #include "flow.h"
 #include "edt.h"
 #include "stats.h"
+#include "ingress.h"
 
 /* A packet classified and stamped, not dropped, goes on to the programs after ours: -1 is tc's
  * TC_ACT_UNSPEC (next filter) and TCX's TCX_NEXT. Where none follows, the packet passes as with
@@ -101,6 +103,8 @@ int shaper_egress(struct __sk_buff *skb)
 	};
 	__u64 departure = 0;
 
+	if (ingress)
+		ingress_measure(skb, len, segs, gso_size, &pkt.wire_len, &pkt.segs);
 	if (!settings)
 		return SHAPER_PASS;
 
@@ -108,7 +112,7 @@ int shaper_egress(struct __sk_buff *skb)
 	/* sch_fq keys a connected socket's packets by the socket, any other packet by its hash. */
 	struct bpf_sock *sk = skb->sk;
 	bool fq_by_hash = !sk || sk->state == BPF_TCP_CLOSE || sk->state == BPF_TCP_LISTEN;
-	bool edt = settings->mode == SHAPER_MODE_EDT;
+	bool edt = !ingress && settings->mode == SHAPER_MODE_EDT;
 
 	if ((rules_gen & SHAPER_RULES_PRESENT) || !skb->hash || (edt && fq_by_hash))
 		parse_packet(skb, &view.fields);
@@ -117,7 +121,7 @@ int shaper_egress(struct __sk_buff *skb)
 	if (!class_id)
 		class_id = settings->default_class;
 
-	pkt.aqm = edt;
+	pkt.aqm = edt || ingress; /* ingress: the backlog is virtual, its verdicts are not */
 	switch (class_id ? edt_schedule(skb, class_id, &pkt, &departure) : EDT_UNSHAPED) {
 	case EDT_DROP:
 		return TC_ACT_SHOT;

@@ -134,7 +134,7 @@ nlohmann::ordered_json dump_config(const std::string& dev)
         devices.push_back({dev, Shaper::open_unlocked(dev).config()});
     } else {
         for (const ManagedDevice& m : Shaper::list())
-            if (m.present)
+            if (m.present && m.direction == Direction::Egress)  // the file format has no ingress yet
                 devices.push_back({m.name, Shaper::open_unlocked(m.name).config()});
     }
     return config_json(devices);

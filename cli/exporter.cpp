@@ -109,7 +109,7 @@ std::string scrape()
             continue;
         }
         try {
-            devices.push_back(Shaper::open_unlocked(m.name).status(std::chrono::nanoseconds(0)));
+            devices.push_back(Shaper::open_unlocked(m.name, m.direction).status(std::chrono::nanoseconds(0)));
         } catch (const Error&) {
             down.push_back(m.name);  // detached under our feet, say
         }

@@ -41,7 +41,10 @@ enum class Needs { Nothing, OwnChecks, Privileges, Namespace };
 struct Common {
     std::string dev, netns;
     bool json = false;
+    bool ingress = false;  // the device's receive side: classes, rules and counters of its own
     const CLI::App* app = nullptr;
+
+    Direction side() const { return ingress ? Direction::Ingress : Direction::Egress; }
 };
 
 using Run = std::function<int()>;
@@ -52,8 +55,16 @@ void print_json(const nlohmann::ordered_json& j)
     std::cout << j.dump(2) << std::endl;
 }
 
+CLI::Option* ingress_flag(CLI::App* cmd, Common& c)
+{
+    return cmd->add_flag("--ingress", c.ingress,
+                         "the device's receive side (its own classes, rules, default class, counters)");
+}
+
+// Every device-scoped command addresses one side of the device: egress, or --ingress.
 CLI::Option* dev_option(CLI::App* cmd, Common& c)
 {
+    ingress_flag(cmd, c);
     return cmd->add_option("--dev", c.dev, "network device")->required();
 }
 
@@ -66,17 +77,21 @@ Run attach(CLI::App* cmd, Common& c)
 {
     struct Opts {
         std::string mode = "edt", fq_horizon = "10s", fq_flow_limit, fq_limit, max_classes;
-        CLI::Option *horizon, *flow_limit, *limit;
+        CLI::Option *mode_opt, *horizon, *flow_limit, *limit;
     };
     auto o = std::make_shared<Opts>();
     dev_option(cmd, c);
-    cmd->add_option("--mode", o->mode, "edt (pace with sch_fq) or police (drop beyond the horizon)");
+    o->mode_opt = cmd->add_option("--mode", o->mode, "edt (pace with sch_fq) or police (drop beyond the horizon)");
     o->horizon = cmd->add_option("--fq-horizon", o->fq_horizon, "sch_fq horizon: departure times further ahead are dropped; at least every class horizon");
     o->flow_limit = cmd->add_option("--fq-flow-limit", o->fq_flow_limit, "sch_fq packets per flow (default 100000; the kernel's 100 overflows under small packets)");
     o->limit = cmd->add_option("--fq-limit", o->fq_limit, "sch_fq packets in all (default 1000000)");
     cmd->add_option("--max-classes", o->max_classes, "class id capacity, fixed at first attach (default 16384)");
     return [o, &c] {
+        if (c.ingress && o->mode_opt->count())
+            throw Error("attach --ingress takes no --mode: received packets are not queued, so "
+                        "ingress marks and drops");
         AttachOptions options;
+        options.direction = c.side();
         options.mode = mode_from_name(o->mode);
         options.fq.horizon_ns = parse_time(o->fq_horizon);
         if (!o->fq_flow_limit.empty())
@@ -91,14 +106,17 @@ Run attach(CLI::App* cmd, Common& c)
         const char* fq_note = result.fq_changed ? "; fq options changed" : "";
         switch (result.outcome) {
         case AttachOutcome::Attached:
-            std::printf("attached to %s (%s mode)\n", dev, mode_name(options.mode));
+            if (c.ingress)
+                std::printf("attached to %s ingress\n", dev);
+            else
+                std::printf("attached to %s (%s mode)\n", dev, mode_name(options.mode));
             break;
         case AttachOutcome::Upgraded:
             std::printf("%s: program upgraded in place; classes and clocks kept%s\n", dev, fq_note);
             break;
         case AttachOutcome::Moved:
             std::printf("%s: moved to %s; classes, rules and clocks kept%s\n", dev,
-                        attach_point_name(result.hook), fq_note);
+                        attach_point_name(result.hook, c.side()), fq_note);
             break;
         case AttachOutcome::AlreadyAttached:
             std::printf("%s: already attached with this program; %s\n", dev,
@@ -115,6 +133,7 @@ Run detach(CLI::App* cmd, Common& c)
     auto* dev = cmd->add_option("--dev", c.dev, "network device");
     auto* from = cmd->add_option("-f,--file", *file, "every attached device of this configuration file (as apply reads it)");
     dev->excludes(from);
+    ingress_flag(cmd, c)->excludes(from);
     return [file, &c] {
         if (!file->empty()) {
             detach_file(*file, std::cout);
@@ -122,8 +141,8 @@ Run detach(CLI::App* cmd, Common& c)
         }
         if (c.dev.empty())
             throw Error("detach needs --dev DEV or -f FILE");
-        Shaper::detach(c.dev);
-        std::printf("detached from %s\n", c.dev.c_str());
+        Shaper::detach(c.dev, c.side());
+        std::printf("detached from %s%s\n", c.dev.c_str(), c.ingress ? " ingress" : "");
         return 0;
     };
 }
@@ -135,8 +154,9 @@ Run class_verb(CLI::App* cmd, Common& c, bool add)
     dev_option(cmd, c);
     o->add_to(cmd, add);
     return [o, add, &c] {
-        const ClassSpec given = o->apply({});  // validates the id and every given field
-        const Shaper shaper = Shaper::open(c.dev);
+        // Validates the id and every given field, over the side's defaults.
+        const ClassSpec given = o->apply(class_defaults(c.side()));
+        const Shaper shaper = Shaper::open(c.dev, c.side());
         if (add)
             shaper.add_class(given);
         else
@@ -154,7 +174,7 @@ Run del_class(CLI::App* cmd, Common& c)
     dev_option(cmd, c);
     cmd->add_option("--id", *id, "class id")->required();
     return [id, &c] {
-        Shaper::open(c.dev).del_class(class_id(*id));
+        Shaper::open(c.dev, c.side()).del_class(class_id(*id));
         return 0;
     };
 }
@@ -170,7 +190,7 @@ Run set_default(CLI::App* cmd, Common& c)
     return [o, &c] {
         if (!o->none && o->id.empty())
             throw Error("set-default needs --class N or --none");
-        Shaper::open(c.dev).set_default(o->none ? 0 : class_id(o->id));
+        Shaper::open(c.dev, c.side()).set_default(o->none ? 0 : class_id(o->id));
         return 0;
     };
 }
@@ -181,7 +201,7 @@ Run add_rule(CLI::App* cmd, Common& c)
     dev_option(cmd, c);
     add_rule_options(cmd, *args);
     return [args, &c] {
-        Shaper::open(c.dev).add_rule(parse_rule(*args));
+        Shaper::open(c.dev, c.side()).add_rule(parse_rule(*args));
         return 0;
     };
 }
@@ -192,7 +212,7 @@ Run del_rule(CLI::App* cmd, Common& c)
     dev_option(cmd, c);
     cmd->add_option("--pref", *pref, "the rule's pref")->required();
     return [pref, &c] {
-        Shaper::open(c.dev).del_rule(uint32_t(parse_int(*pref, 1, SHAPER_PREF_NONE - 1, "pref")));
+        Shaper::open(c.dev, c.side()).del_rule(uint32_t(parse_int(*pref, 1, SHAPER_PREF_NONE - 1, "pref")));
         return 0;
     };
 }
@@ -210,11 +230,11 @@ Run status(CLI::App* cmd, Common& c)
             const uint64_t interval = parse_time(o->watch);
             if (interval < 10'000'000)
                 throw Error("bad --watch \"" + o->watch + "\": at least 10ms");
-            watch_status(c.dev, interval, c.json);
+            watch_status(c.dev, interval, c.json, c.side());
             return 0;
         }
         const auto interval = std::chrono::nanoseconds(o->sample == "0" ? 0 : parse_time(o->sample));
-        const DeviceStatus st = Shaper::open_unlocked(c.dev).status(interval);
+        const DeviceStatus st = Shaper::open_unlocked(c.dev, c.side()).status(interval);
         if (c.json)
             std::cout << status_json_text(st) << std::endl;
         else

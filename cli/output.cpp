@@ -170,8 +170,9 @@ nlohmann::ordered_json status_json_without_classes(const DeviceStatus& st)
         {"ifindex", st.device.ifindex},
         {"netns", st.device.netns},
         {"present", st.present},
+        {"direction", direction_name(st.device.direction)},
         {"mode", mode_name(st.mode)},
-        {"attach_point", attach_point_name(st.hook)},
+        {"attach_point", attach_point_name(st.hook, st.device.direction)},
         {"program_id", st.program_id},
         {"program_tag", st.program_tag.empty() ? nlohmann::ordered_json(nullptr)
                                                : nlohmann::ordered_json(st.program_tag)},
@@ -218,8 +219,9 @@ std::string status_json_text(const DeviceStatus& st)
 std::string status_table(const DeviceStatus& st)
 {
     std::ostringstream out;
-    out << "dev " << st.device.name << " (ifindex " << st.device.ifindex << ")  mode "
-        << mode_name(st.mode) << "  " << attach_point_name(st.hook) << " prog " << st.program_id
+    out << "dev " << st.device.name << " (ifindex " << st.device.ifindex << ")  "
+        << direction_name(st.device.direction) << "  mode " << mode_name(st.mode) << "  "
+        << attach_point_name(st.hook, st.device.direction) << " prog " << st.program_id
         << (st.program_tag.empty() ? "" : " tag " + st.program_tag) << "  "
         << qdisc_summary(st) << "\n";
     out << "default class "
@@ -258,16 +260,18 @@ nlohmann::ordered_json list_json(const std::vector<ManagedDevice>& devices)
     nlohmann::ordered_json list = nlohmann::ordered_json::array();
     for (const ManagedDevice& d : devices)
         list.push_back({{"device", d.name}, {"ifindex", d.ifindex}, {"netns", d.netns},
-                        {"mode", mode_name(d.mode)}, {"present", d.present}});
+                        {"direction", direction_name(d.direction)}, {"mode", mode_name(d.mode)},
+                        {"present", d.present}});
     return list;
 }
 
 std::string list_table(const std::vector<ManagedDevice>& devices)
 {
-    std::vector<std::vector<std::string>> rows = {{"device", "ifindex", "netns", "mode", "state"}};
+    std::vector<std::vector<std::string>> rows = {{"device", "ifindex", "netns", "side", "mode", "state"}};
     for (const ManagedDevice& d : devices)
         rows.push_back({d.name, std::to_string(d.ifindex), std::to_string(d.netns),
-                        mode_name(d.mode), d.present ? "attached" : "gone or other netns"});
+                        direction_name(d.direction), mode_name(d.mode),
+                        d.present ? "attached" : "gone or other netns"});
     return align(rows);
 }
 

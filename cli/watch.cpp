@@ -27,7 +27,7 @@ std::string wall_clock()
 
 }  // namespace
 
-void watch_status(const std::string& dev, uint64_t interval_ns, bool json)
+void watch_status(const std::string& dev, uint64_t interval_ns, bool json, Direction side)
 {
     // Ctrl-C (and SIGTERM) end the wait between frames; nothing else is interrupted.
     sigset_t stop;
@@ -37,12 +37,12 @@ void watch_status(const std::string& dev, uint64_t interval_ns, bool json)
     sigprocmask(SIG_BLOCK, &stop, nullptr);
 
     // Unlocked: a watch must never hold up changes to the device.
-    const Shaper shaper = Shaper::open_unlocked(dev);
+    const Shaper shaper = Shaper::open_unlocked(dev, side);
     const bool tty = isatty(STDOUT_FILENO);
     std::map<uint32_t, uint64_t> last_bytes;
     uint64_t last_ns = 0;
     for (;;) {
-        if (!Shaper::is_attached(dev))
+        if (!Shaper::is_attached(dev, side))
             throw Error("dev " + dev + ": detached");
         DeviceStatus st = shaper.status(std::chrono::nanoseconds(0));
         const uint64_t now = monotonic_ns();

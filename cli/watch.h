@@ -5,8 +5,11 @@
 #include <cstdint>
 #include <string>
 
+#include "loader/direction.h"
+
 namespace shaperctl {
 
-void watch_status(const std::string& dev, uint64_t interval_ns, bool json);
+void watch_status(const std::string& dev, uint64_t interval_ns, bool json,
+                  Direction side = Direction::Egress);
 
 }  // namespace shaperctl

@@ -43,7 +43,7 @@ void AttachRecord::save(const std::string& path) const
         {"hook", hook_key(egress.hook)}, {"tc_priority", egress.tc_priority},
         {"fq", {{"horizon_ns", fq.horizon_ns}, {"horizon_drop", fq.horizon_drop},
                 {"flow_limit", fq.flow_limit}, {"limit", fq.limit}}},
-        {"prior_root", nullptr},
+        {"prior_root", nullptr}, {"direction", direction_name(direction)},
     };
     if (prior_root)
         j["prior_root"] = {{"kind", prior_root->kind}, {"handle", prior_root->handle},
@@ -74,6 +74,8 @@ std::optional<AttachRecord> AttachRecord::load(const std::string& path)
         r.netns = j.at("netns").get<uint64_t>();
         r.mode = j.at("mode").get<uint32_t>();
         r.installed_fq = j.at("installed_fq").get<bool>();
+        // Records of builds before ingress: egress.
+        r.direction = j.value("direction", "egress") == "ingress" ? Direction::Ingress : Direction::Egress;
         r.egress.created_clsact = j.at("created_clsact").get<bool>();
         // Records of builds before TCX: a tc filter at priority 1.
         r.egress.hook = j.value("hook", "tc") == "tcx" ? EgressHook::Tcx : EgressHook::TcClsact;

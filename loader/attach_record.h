@@ -19,6 +19,7 @@ struct AttachRecord {
     bool installed_fq = false;
     std::optional<Qdisc> prior_root;  // the root qdisc before attach
     EgressAttachment egress;          // where the program runs, and whether we created clsact
+    Direction direction = Direction::Egress;  // the side it shapes
 
     void save(const std::string& path) const;
     static std::optional<AttachRecord> load(const std::string& path);  // nullopt: none

@@ -47,39 +47,49 @@ Device Device::resolve(const std::string& name)
     return Device{name, static_cast<int>(ifindex), current_netns()};
 }
 
-Device Device::resolve_managed(const std::string& name)
+Device Device::resolve_managed(const std::string& name, Direction direction)
 {
     if (name.empty() || name.size() >= IFNAMSIZ)
         throw Error("bad device name \"" + name + "\"");
     const uint64_t netns = current_netns();
     const unsigned live = if_nametoindex(name.c_str());
     if (live) {
-        Device device{name, static_cast<int>(live), netns};
+        Device device{name, static_cast<int>(live), netns, direction};
         if (path_exists(device.run_dir() + "/attach.json"))
             return device;
     }
     const std::string ns_dir = std::string(kRunRoot) + "/ns" + std::to_string(netns);
     for (const std::string& entry : list_dir(ns_dir)) {
         auto record = AttachRecord::load(ns_dir + "/" + entry + "/attach.json");
-        if (!record || record->device != name)
+        if (!record || record->device != name || record->direction != direction)
             continue;
-        Device old{name, record->ifindex, netns};
+        Device old{name, record->ifindex, netns, direction};
         if (old.current_name() != name)
             return old;  // gone, or its ifindex now names another device
     }
     if (live)
-        return Device{name, static_cast<int>(live), netns};
+        return Device{name, static_cast<int>(live), netns, direction};
     throw Error("unknown device \"" + name + "\"");
 }
 
+namespace {
+
+std::string side_dir(const char* root, const Device& device)
+{
+    return std::string(root) + "/ns" + std::to_string(device.netns) + "/if" +
+           std::to_string(device.ifindex) + (device.direction == Direction::Ingress ? "-ingress" : "");
+}
+
+}  // namespace
+
 std::string Device::pin_dir() const
 {
-    return std::string(kPinRoot) + "/ns" + std::to_string(netns) + "/if" + std::to_string(ifindex);
+    return side_dir(kPinRoot, *this);
 }
 
 std::string Device::run_dir() const
 {
-    return std::string(kRunRoot) + "/ns" + std::to_string(netns) + "/if" + std::to_string(ifindex);
+    return side_dir(kRunRoot, *this);
 }
 
 std::string Device::current_name() const

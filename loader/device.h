@@ -6,12 +6,15 @@
 #include <cstdint>
 #include <string>
 
+#include "loader/direction.h"
+
 namespace shaperctl {
 
 struct Device {
     std::string name;
     int ifindex = 0;
     uint64_t netns = 0;  // inode of the network namespace
+    Direction direction = Direction::Egress;  // the side whose state pin_dir and run_dir hold
 
     // Resolves a name in the calling thread's network namespace; Error "unknown device".
     static Device resolve(const std::string& name);
@@ -19,9 +22,18 @@ struct Device {
     // Like resolve(), but a device that shaperctl manages and that was deleted (or renamed away)
     // since is found by its attach record, under its old ifindex: status can report it gone and
     // detach can clean up after it. A live device of that name that is attached comes first.
-    static Device resolve_managed(const std::string& name);
+    static Device resolve_managed(const std::string& name, Direction direction = Direction::Egress);
 
-    // Where its pinned programs and maps live, and where its attach record lives.
+    // The same device, addressing its other side's state.
+    Device side(Direction other) const
+    {
+        Device d = *this;
+        d.direction = other;
+        return d;
+    }
+
+    // Where its pinned programs and maps live, and where its attach record lives: one
+    // directory each per side (ingress's beside egress's, so that either goes alone).
     std::string pin_dir() const;
     std::string run_dir() const;
     // The name the ifindex has now ("" when the device is gone).

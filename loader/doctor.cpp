@@ -107,8 +107,10 @@ uint32_t pinned_prog_id(const std::string& pin_dir)
 
 void check_device(const ManagedDevice& m, const std::string& shaperctl, std::vector<Finding>& out)
 {
-    const std::string who = "dev " + m.name;
-    const Device device{m.name, m.ifindex, m.netns};
+    const bool ingress = m.direction == Direction::Ingress;
+    const std::string who = "dev " + m.name + (ingress ? " ingress" : "");
+    const std::string side_flag = ingress ? " --ingress" : "";
+    const Device device{m.name, m.ifindex, m.netns, m.direction};
     if (!m.present) {
         out.push_back({who, "warn", "ifindex " + std::to_string(m.ifindex) + " is gone; its state remains",
                        "remove " + device.pin_dir() + " and " + device.run_dir()});
@@ -116,16 +118,16 @@ void check_device(const ManagedDevice& m, const std::string& shaperctl, std::vec
     }
     const uint32_t running = egress_prog_id(device, m.egress);
     const uint32_t pinned = pinned_prog_id(device.pin_dir());
-    const std::string hook = attach_point_name(m.egress.hook);
+    const std::string hook = attach_point_name(m.egress.hook, m.direction);
     if (!running)
         out.push_back({who + " filter", "fail",
                        "no shaperctl program on " + hook + ": packets leave unshaped",
-                       shaperctl + " attach --dev " + m.name + " puts it back"});
+                       shaperctl + " attach --dev " + m.name + side_flag + " puts it back"});
     else if (pinned && running != pinned)
         out.push_back({who + " filter", "warn",
                        hook + " runs program " + std::to_string(running) + ", the pinned one is " +
                            std::to_string(pinned),
-                       shaperctl + " attach --dev " + m.name + " replaces it"});
+                       shaperctl + " attach --dev " + m.name + side_flag + " replaces it"});
     else
         out.push_back({who + " filter", "ok", "program " + std::to_string(running) + " on " + hook, ""});
 
@@ -143,7 +145,7 @@ void check_device(const ManagedDevice& m, const std::string& shaperctl, std::vec
                                std::to_string(pacing.queues) +
                                " TX queues: departure times are not enforced (was the qdisc replaced?)",
                            shaperctl + " detach --dev " + m.name + ", then attach (or apply) again"});
-    } else {
+    } else if (!ingress) {
         out.push_back({who + " fq", "ok", "police mode: no pacing qdisc needed", ""});
     }
 

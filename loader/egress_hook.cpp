@@ -11,17 +11,17 @@
 namespace shaperctl {
 namespace {
 
-constexpr const char* kLinkPin = "tcx_egress";
-
 std::string link_pin(const Device& device)
 {
-    return device.pin_dir() + "/" + kLinkPin;
+    return device.pin_dir() + "/tcx_" + direction_name(device.direction);
 }
 
 }  // namespace
 
-const char* attach_point_name(EgressHook hook)
+const char* attach_point_name(EgressHook hook, Direction side)
 {
+    if (side == Direction::Ingress)
+        return hook == EgressHook::Tcx ? "tcx ingress" : "tc clsact ingress";
     return hook == EgressHook::Tcx ? "tcx egress" : "tc clsact egress";
 }
 
@@ -61,9 +61,10 @@ EgressAttachment attach_egress(const Device& device, EgressHook hook, int prog_f
     attachment.hook = hook;
     attachment.tc_priority = kTcFilterPriority;
     if (hook == EgressHook::Tcx)
-        attach_tcx_egress(device.ifindex, prog_fd, link_pin(device));
+        attach_tcx_egress(device.ifindex, prog_fd, link_pin(device), device.direction);
     else
-        attachment.created_clsact = attach_egress_filter(device.ifindex, prog_fd, kTcFilterPriority);
+        attachment.created_clsact =
+            attach_egress_filter(device.ifindex, prog_fd, kTcFilterPriority, device.direction);
     return attachment;
 }
 
@@ -76,7 +77,8 @@ EgressAttachment move_egress(const Device& device, const EgressAttachment& from,
         if (from.hook == EgressHook::Tcx)
             detach_tcx_egress(link_pin(device));
         else
-            removed_clsact = detach_egress_filter(device.ifindex, from.tc_priority, from.created_clsact);
+            removed_clsact = detach_egress_filter(device.ifindex, from.tc_priority,
+                                                  from.created_clsact, device.direction);
         // A clsact we created that still holds others' filters stays ours to remove later.
         next.created_clsact = next.created_clsact || (from.created_clsact && !removed_clsact);
     } catch (...) {
@@ -84,7 +86,8 @@ EgressAttachment move_egress(const Device& device, const EgressAttachment& from,
         if (to == EgressHook::Tcx)
             detach_tcx_egress(link_pin(device));
         else
-            detach_egress_filter(device.ifindex, next.tc_priority, next.created_clsact);
+            detach_egress_filter(device.ifindex, next.tc_priority, next.created_clsact,
+                                 device.direction);
         throw;
     }
     return next;
@@ -93,15 +96,16 @@ EgressAttachment move_egress(const Device& device, const EgressAttachment& from,
 uint32_t egress_prog_id(const Device& device, const EgressAttachment& attachment)
 {
     if (attachment.hook == EgressHook::Tcx)
-        return tcx_egress_prog_id(link_pin(device), device.ifindex);
-    return egress_filter_prog_id(device.ifindex, attachment.tc_priority);
+        return tcx_egress_prog_id(link_pin(device), device.ifindex, device.direction);
+    return egress_filter_prog_id(device.ifindex, attachment.tc_priority, device.direction);
 }
 
-void detach_egress(const Device& device, const EgressAttachment& attachment)
+bool detach_egress(const Device& device, const EgressAttachment& attachment)
 {
     // Both kinds, whatever the record says: a move cut short may have left the other in place.
     detach_tcx_egress(link_pin(device));
-    detach_egress_filter(device.ifindex, attachment.tc_priority, attachment.created_clsact);
+    return detach_egress_filter(device.ifindex, attachment.tc_priority, attachment.created_clsact,
+                                device.direction);
 }
 
 }  // namespace shaperctl

@@ -1,5 +1,5 @@
-// Where shaperctl's program runs on a device's egress: a TCX link where the kernel has TCX
-// (6.6+), else a filter on tc clsact. Either way the program ends no chain: programs attached
+// Where shaperctl's program runs on a device's egress (or, for the device's ingress side,
+// ingress): a TCX link where the kernel has TCX (6.6+), else a filter on tc clsact. Either way the program ends no chain: programs attached
 // before or after ours keep running. What attach did is kept in the attach record, so that
 // detach undoes exactly that and an attach over an older attachment moves it.
 #pragma once
@@ -19,8 +19,8 @@ struct EgressAttachment {
     bool created_clsact = false;  // we created clsact: detach removes it once nothing else is on it
 };
 
-// As status names it: "tcx egress" or "tc clsact egress".
-const char* attach_point_name(EgressHook hook);
+// As status names it: "tcx egress" or "tc clsact egress" (ingress for that side).
+const char* attach_point_name(EgressHook hook, Direction side = Direction::Egress);
 const char* hook_key(EgressHook hook);  // "tcx" or "tc", as the attach record keeps it
 
 // The hook an attach uses: TCX where the kernel has it, else tc clsact; SHAPERCTL_ATTACH=tc or
@@ -30,6 +30,7 @@ EgressHook chosen_egress_hook();
 // Whether `current` is where an attach choosing `hook` would put the program now.
 bool is_current(const EgressAttachment& current, EgressHook hook);
 
+// Every call below acts on the side device.direction names.
 // Puts the program on the hook (a pinned TCX link or our filter already there gets it in place).
 EgressAttachment attach_egress(const Device& device, EgressHook hook, int prog_fd);
 
@@ -43,7 +44,7 @@ EgressAttachment move_egress(const Device& device, const EgressAttachment& from,
 uint32_t egress_prog_id(const Device& device, const EgressAttachment& attachment);
 
 // Takes our program off the device (the TCX link if one is pinned, the tc filter), and clsact
-// when we created it and nothing else is on it.
-void detach_egress(const Device& device, const EgressAttachment& attachment);
+// when we created it and nothing else is on it. Returns whether it removed clsact.
+bool detach_egress(const Device& device, const EgressAttachment& attachment);
 
 }  // namespace shaperctl

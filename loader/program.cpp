@@ -100,6 +100,7 @@ Program Program::load(const ProgramOptions& options)
                 bpf_map__set_pin_path(map, nullptr);
     }
     skel->rodata->l2_header_len = options.l2_header_len;
+    skel->rodata->ingress = options.ingress;
     // Probe, don't assume: bpf_skb_set_tstamp arrived in 5.18.
     skel->rodata->have_set_tstamp =
         libbpf_probe_bpf_helper(BPF_PROG_TYPE_SCHED_CLS, BPF_FUNC_skb_set_tstamp, nullptr) == 1;

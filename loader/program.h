@@ -15,6 +15,7 @@ struct ProgramOptions {
     // Bytes before the network header: 14 on Ethernet, 0 on tun-like devices, or
     // SHAPER_L2_AT_NETWORK_HEADER (read from the kernel's network header: any other device).
     uint32_t l2_header_len = 14;
+    bool ingress = false;  // the device's receive side: verdicts instead of departure times
 };
 
 class Program {

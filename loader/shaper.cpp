@@ -106,7 +106,13 @@ void pin_program(const Program& program, const std::string& pin_dir)
 
 std::string dev_prefix(const Device& device)
 {
-    return "dev " + device.name + ": ";
+    return "dev " + device.name + (device.direction == Direction::Ingress ? " ingress: " : ": ");
+}
+
+// How to attach the side a command addressed.
+std::string attach_hint(const std::string& dev, Direction side)
+{
+    return "run shaperctl attach --dev " + dev + (side == Direction::Ingress ? " --ingress" : "");
 }
 
 // Parent of every configured class, for cycle and depth checks.
@@ -211,14 +217,35 @@ void change_fq(const Device& device, const ShaperMaps& maps, AttachRecord& recor
     record.save(device.run_dir() + "/" + kRecordFile);
 }
 
+// A clsact this side created stays while the other side's filter is on it: the other side's
+// detach removes it then.
+void hand_over_clsact(const Device& device)
+{
+    const Device other = device.side(opposite(device.direction));
+    const std::string path = other.run_dir() + "/" + kRecordFile;
+    if (!path_exists(path))
+        return;
+    const Fd lock = lock_device(other);
+    auto record = AttachRecord::load(path);
+    if (record && record->egress.hook == EgressHook::TcClsact && !record->egress.created_clsact) {
+        record->egress.created_clsact = true;
+        record->save(path);
+    }
+}
+
 }  // namespace
 
 AttachResult Shaper::attach(const std::string& dev, const AttachOptions& options)
 {
     require_privileges(/*loading=*/true);
-    const Device device = Device::resolve(dev);
+    const Device device = Device::resolve(dev).side(options.direction);
+    const bool ingress = options.direction == Direction::Ingress;
+    if (ingress && options.fq_given.any())
+        throw Error(dev_prefix(device) + "fq options apply to egress only (nothing queues received packets)");
     if (options.mode != SHAPER_MODE_EDT && options.fq_given.any())
         throw Error(dev_prefix(device) + "fq options apply to edt mode only");
+    // Nothing queues a received packet: ingress polices, and marks before it has to drop.
+    const uint32_t mode = ingress ? uint32_t(SHAPER_MODE_POLICE) : options.mode;
     const EgressHook hook = chosen_egress_hook();
     ensure_bpffs();
     make_private_dir(device.pin_dir(), kPinRoot);
@@ -227,17 +254,18 @@ AttachResult Shaper::attach(const std::string& dev, const AttachOptions& options
     const std::string record_path = device.run_dir() + "/" + kRecordFile;
 
     if (auto record = AttachRecord::load(record_path)) {
-        if (record->mode != options.mode)
+        if (record->mode != mode)
             throw Error(dev_prefix(device) + "already attached in " + mode_name(record->mode) +
                         " mode; detach first to change the mode");
         const uint32_t capacity = pinned_max_classes(device.pin_dir());
         if (options.max_classes && capacity && options.max_classes != capacity)
             throw Error(dev_prefix(device) + "attached with max classes " + std::to_string(capacity) +
                         ", fixed at first attach; detach first to change it");
-        Program program = Program::load({device.pin_dir(), options.max_classes, l2_header_len(device)});
+        Program program =
+            Program::load({device.pin_dir(), options.max_classes, l2_header_len(device), ingress});
         AttachResult result{AttachOutcome::AlreadyAttached, false, record->egress.hook};
         const FqOptions fq = fq_with_given(record->fq, options);
-        if (options.mode == SHAPER_MODE_EDT && !same_fq(fq, record->fq)) {
+        if (mode == SHAPER_MODE_EDT && !same_fq(fq, record->fq)) {
             change_fq(device, ShaperMaps::of(program), *record, fq);  // in place, as apply -f does
             result.fq_changed = true;
         }
@@ -269,19 +297,21 @@ AttachResult Shaper::attach(const std::string& dev, const AttachOptions& options
     record.device = device.name;
     record.ifindex = device.ifindex;
     record.netns = device.netns;
-    record.mode = options.mode;
+    record.mode = mode;
     record.fq = options.fq;
+    record.direction = options.direction;
 
     Rollback rollback;
     rollback.add([&] { remove_device_dirs(device); });
-    Program program = Program::load({device.pin_dir(), options.max_classes, l2_header_len(device)});
+    Program program =
+        Program::load({device.pin_dir(), options.max_classes, l2_header_len(device), ingress});
     const ShaperMaps maps = ShaperMaps::of(program);
     shaper_settings settings = maps.settings();
-    settings.mode = options.mode;
+    settings.mode = mode;
     settings.abi_version = SHAPER_ABI_VERSION;
     maps.set_settings(settings);
 
-    if (options.mode == SHAPER_MODE_EDT) {
+    if (mode == SHAPER_MODE_EDT) {
         record.prior_root = root_qdisc(device.ifindex);
         try {
             install_fq(device.ifindex, options.fq);
@@ -299,11 +329,11 @@ AttachResult Shaper::attach(const std::string& dev, const AttachOptions& options
     return {AttachOutcome::Attached, false, hook};
 }
 
-void Shaper::detach(const std::string& dev)
+void Shaper::detach(const std::string& dev, Direction side)
 {
     require_privileges();
     quiet_libbpf();  // removing a tc filter where there is no clsact (TCX) is no news
-    const Device device = Device::resolve_managed(dev);
+    const Device device = Device::resolve_managed(dev, side);
     if (!path_exists(device.run_dir() + "/" + kRecordFile) && !path_exists(device.pin_dir()))
         throw Error(dev_prefix(device) + "not attached");
     std::optional<AttachRecord> record;
@@ -313,13 +343,16 @@ void Shaper::detach(const std::string& dev)
         // A device deleted since attach took its filter and qdiscs with it; its ifindex may
         // name another device by now, which must not be touched. Only the pins are left.
         if (device.current_name() == device.name) {
-            detach_egress(device, record ? record->egress : EgressAttachment{});
+            const bool removed_clsact = detach_egress(device, record ? record->egress : EgressAttachment{});
             if (record && record->installed_fq)
                 restore_root(device.ifindex, record->prior_root);
+            if (record && record->egress.created_clsact && !removed_clsact)
+                hand_over_clsact(device);
         }
     }
     remove_device_dirs(device);
 }
+
 
 std::vector<ManagedDevice> Shaper::list()
 {
@@ -332,9 +365,9 @@ std::vector<ManagedDevice> Shaper::list()
             if (!record)
                 continue;
             ManagedDevice m{record->device, record->ifindex, record->netns, record->mode, false,
-                            record->egress};
+                            record->egress, record->direction};
             if (record->netns == here) {
-                Device d{record->device, record->ifindex, record->netns};
+                Device d{record->device, record->ifindex, record->netns, record->direction};
                 std::string name = d.current_name();
                 m.present = !name.empty();
                 if (m.present)
@@ -346,9 +379,9 @@ std::vector<ManagedDevice> Shaper::list()
     return devices;
 }
 
-Shaper Shaper::open(const std::string& dev)
+Shaper Shaper::open(const std::string& dev, Direction side)
 {
-    Shaper shaper = open_unlocked(dev);
+    Shaper shaper = open_unlocked(dev, side);
     if (shaper.device_.current_name() != shaper.device_.name)
         throw Error(dev_prefix(shaper.device_) + "the device was deleted since attach (ifindex " +
                     std::to_string(shaper.device_.ifindex) + "); only status and detach apply");
@@ -356,19 +389,20 @@ Shaper Shaper::open(const std::string& dev)
     return shaper;
 }
 
-Shaper Shaper::open_unlocked(const std::string& dev)
+Shaper Shaper::open_unlocked(const std::string& dev, Direction side)
 {
     require_privileges();
-    const Device device = Device::resolve_managed(dev);  // also one deleted since attach
+    const Device device = Device::resolve_managed(dev, side);  // also one deleted since attach
     auto record = AttachRecord::load(device.run_dir() + "/" + kRecordFile);
     if (!record)
-        throw Error(dev_prefix(device) + "not attached (run shaperctl attach --dev " + dev + ")");
+        throw Error("dev " + dev + ": not attached" +
+                    (side == Direction::Ingress ? " for ingress" : "") + " (" + attach_hint(dev, side) + ")");
     return Shaper(device, *record, ShaperMaps::open_pinned(device.pin_dir()), Fd());
 }
 
-bool Shaper::is_attached(const std::string& dev)
+bool Shaper::is_attached(const std::string& dev, Direction side)
 {
-    const Device device = Device::resolve(dev);
+    const Device device = Device::resolve(dev).side(side);
     return path_exists(device.run_dir() + "/" + kRecordFile);
 }
 
@@ -438,6 +472,7 @@ void Shaper::apply(const std::vector<ConfigStep>& steps) const
         case Kind::PutRule: {
             read_rules();
             validate_rule(step.new_rule);
+            check_rule_side(step.new_rule);
             uint32_t slot = 0;
             if (auto it = slot_of.find(step.new_rule.pref); it != slot_of.end()) {
                 slot = it->second;
@@ -474,6 +509,8 @@ void Shaper::set_fq_options(const FqOptions& fq)
 
 uint64_t Shaper::default_horizon() const
 {
+    if (device_.direction == Direction::Ingress)
+        return kIngressDefaultHorizonNs;
     return mode_horizon(record_.mode);
 }
 
@@ -507,6 +544,32 @@ void Shaper::check_parent(uint32_t id, uint32_t parent) const
                     std::to_string(SHAPER_MAX_DEPTH) + " levels deep");
 }
 
+std::string Shaper::no_class(uint32_t id) const
+{
+    std::string text = "no class " + std::to_string(id);
+    const Direction other = opposite(device_.direction);
+    const Device other_side = device_.side(other);
+    if (path_exists(other_side.run_dir() + "/" + kRecordFile)) {
+        try {
+            if (ShaperMaps::open_pinned(other_side.pin_dir()).class_config(id))
+                text += " (class " + std::to_string(id) + " exists on " + direction_name(other) +
+                        " only: each side has its own classes)";
+        } catch (const Error&) {
+            // The other side's maps are unreadable: the plain message stands.
+        }
+    }
+    return text;
+}
+
+// A received packet has no local socket at tc ingress: a cgroup rule could never match there.
+void Shaper::check_rule_side(const shaper_rule& rule) const
+{
+    if (device_.direction == Direction::Ingress && (rule.fields & SHAPER_RULE_F_CGROUP))
+        throw Error(dev_prefix(device_) + "rule " + std::to_string(rule.pref) +
+                    ": cgroup rules match local sockets, which received packets do not have at tc "
+                    "ingress");
+}
+
 void Shaper::add_class(const ClassSpec& spec) const
 {
     const shaper_class_config config = class_config(spec);
@@ -522,7 +585,7 @@ ClassSpec Shaper::class_spec(uint32_t id) const
 {
     auto config = maps_.class_config(id);
     if (!config)
-        throw Error(dev_prefix(device_) + "no class " + std::to_string(id));
+        throw Error(dev_prefix(device_) + no_class(id));
     return class_spec_from_config(id, *config);
 }
 
@@ -559,9 +622,10 @@ void Shaper::del_class(uint32_t id) const
 
 void Shaper::add_rule(const shaper_rule& rule) const
 {
+    check_rule_side(rule);
     if (!maps_.class_config(rule.class_id))
-        throw Error(dev_prefix(device_) + "rule " + std::to_string(rule.pref) + ": no class " +
-                    std::to_string(rule.class_id));
+        throw Error(dev_prefix(device_) + "rule " + std::to_string(rule.pref) + ": " +
+                    no_class(rule.class_id));
     shaperctl::add_rule(maps_, rule);
 }
 

@@ -34,6 +34,7 @@ struct AttachOptions {
     FqOptions fq;
     FqOptionsGiven fq_given;
     uint32_t max_classes = 0;  // 0: SHAPER_DEFAULT_MAX_CLASSES, or what the device has
+    Direction direction = Direction::Egress;  // ingress: police mode, no fq, verdicts by CoDel
 };
 
 // Moved: from tc clsact to TCX (a newer kernel, or SHAPERCTL_ATTACH), or to our filter's
@@ -60,7 +61,7 @@ struct RuleStatus {
 };
 
 struct DeviceStatus {
-    Device device;
+    Device device;  // device.direction: the side shown
     bool present = true;  // false: the device was deleted while attached
     uint32_t mode = 0;
     EgressHook hook = EgressHook::TcClsact;
@@ -83,22 +84,24 @@ struct ManagedDevice {
     uint32_t mode = 0;
     bool present = false;
     EgressAttachment egress;
+    Direction direction = Direction::Egress;
 };
 
 class Shaper {
 public:
     static AttachResult attach(const std::string& dev, const AttachOptions& options);
-    static void detach(const std::string& dev);
-    static std::vector<ManagedDevice> list();
+    // Each side of a device is attached, opened and detached on its own.
+    static void detach(const std::string& dev, Direction side = Direction::Egress);
+    static std::vector<ManagedDevice> list();  // one entry per side attached
 
     // An attached device, locked for changes; Error when it is not attached, or was deleted
     // since (a device gone is only for status and detach).
-    static Shaper open(const std::string& dev);
+    static Shaper open(const std::string& dev, Direction side = Direction::Egress);
     // The same without taking the device's lock, for readers that must never hold up a change
     // (exporter, status --watch): only read through it.
-    static Shaper open_unlocked(const std::string& dev);
-    // Whether the device has an attach record (Error for an unknown device).
-    static bool is_attached(const std::string& dev);
+    static Shaper open_unlocked(const std::string& dev, Direction side = Direction::Egress);
+    // Whether the device's side has an attach record (Error for an unknown device).
+    static bool is_attached(const std::string& dev, Direction side = Direction::Egress);
 
     void add_class(const ClassSpec& spec) const;
     void change_class(const ClassSpec& spec) const;  // a full spec: read class() first
@@ -134,6 +137,8 @@ private:
     uint64_t default_horizon() const;
     FqHorizon fq_horizon() const;  // what bounds the class horizons (none in police mode)
     shaper_class_config class_config(const ClassSpec& spec) const;  // make_class_config here
+    std::string no_class(uint32_t id) const;  // "no class N", and whether the other side has N
+    void check_rule_side(const shaper_rule& rule) const;
 
     Device device_;
     AttachRecord record_;

@@ -5,6 +5,7 @@
 #include <linux/rtnetlink.h>
 
 #include <cerrno>
+#include <string>
 
 #include "loader/error.h"
 #include "loader/rtnetlink.h"
@@ -15,12 +16,12 @@ namespace {
 // Our filter's identity on the hook: other filters (Cilium's, say) keep theirs.
 constexpr uint32_t kHandle = 0x5348;  // "SH"
 
-bpf_tc_hook egress_hook(int ifindex)
+bpf_tc_hook clsact_hook(int ifindex, Direction side)
 {
     bpf_tc_hook hook{};
     hook.sz = sizeof hook;
     hook.ifindex = ifindex;
-    hook.attach_point = BPF_TC_EGRESS;
+    hook.attach_point = side == Direction::Ingress ? BPF_TC_INGRESS : BPF_TC_EGRESS;
     return hook;
 }
 
@@ -59,9 +60,9 @@ unsigned filters_on(int ifindex, uint32_t parent)
 
 }  // namespace
 
-bool attach_egress_filter(int ifindex, int prog_fd, uint32_t priority)
+bool attach_egress_filter(int ifindex, int prog_fd, uint32_t priority, Direction side)
 {
-    bpf_tc_hook hook = egress_hook(ifindex);
+    bpf_tc_hook hook = clsact_hook(ifindex, side);
     int err = bpf_tc_hook_create(&hook);
     if (err && err != -EEXIST)
         throw Error(errno_message("cannot create the clsact qdisc", err));
@@ -74,18 +75,20 @@ bool attach_egress_filter(int ifindex, int prog_fd, uint32_t priority)
             hook.attach_point = static_cast<bpf_tc_attach_point>(BPF_TC_INGRESS | BPF_TC_EGRESS);
             bpf_tc_hook_destroy(&hook);
         }
-        throw Error(errno_message("cannot attach the filter on tc clsact egress", err));
+        throw Error(errno_message(std::string("cannot attach the filter on tc clsact ") +
+                                      direction_name(side), err));
     }
     return created_clsact;
 }
 
-bool detach_egress_filter(int ifindex, uint32_t priority, bool remove_clsact)
+bool detach_egress_filter(int ifindex, uint32_t priority, bool remove_clsact, Direction side)
 {
-    bpf_tc_hook hook = egress_hook(ifindex);
+    bpf_tc_hook hook = clsact_hook(ifindex, side);
     bpf_tc_opts opts = filter_opts(priority);
     int err = bpf_tc_detach(&hook, &opts);
     if (err && err != -ENOENT && err != -EINVAL && err != -ENODEV)
-        throw Error(errno_message("cannot detach the filter from tc clsact egress", err));
+        throw Error(errno_message(std::string("cannot detach the filter from tc clsact ") +
+                                      direction_name(side), err));
     const uint32_t ingress = TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_INGRESS);
     const uint32_t egress = TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_EGRESS);
     if (remove_clsact && filters_on(ifindex, ingress) + filters_on(ifindex, egress) == 0) {
@@ -95,9 +98,9 @@ bool detach_egress_filter(int ifindex, uint32_t priority, bool remove_clsact)
     return false;
 }
 
-uint32_t egress_filter_prog_id(int ifindex, uint32_t priority)
+uint32_t egress_filter_prog_id(int ifindex, uint32_t priority, Direction side)
 {
-    bpf_tc_hook hook = egress_hook(ifindex);
+    bpf_tc_hook hook = clsact_hook(ifindex, side);
     bpf_tc_opts opts = filter_opts(priority);
     return bpf_tc_query(&hook, &opts) == 0 ? opts.prog_id : 0;
 }

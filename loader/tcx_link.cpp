@@ -13,7 +13,8 @@ namespace shaperctl {
 namespace {
 
 // linux/bpf.h of 6.6+ (Debian 12's uapi headers predate them); the numbers are kernel ABI.
-constexpr auto kTcxEgress = static_cast<bpf_attach_type>(47);  // BPF_TCX_EGRESS
+constexpr auto kTcxIngress = static_cast<bpf_attach_type>(46);  // BPF_TCX_INGRESS
+constexpr auto kTcxEgress = static_cast<bpf_attach_type>(47);   // BPF_TCX_EGRESS
 constexpr uint32_t kLinkTypeTcx = 11;                          // BPF_LINK_TYPE_TCX
 
 // The head of struct bpf_link_info and its `tcx` member, as 6.6+ fill them for a TCX link.
@@ -38,9 +39,15 @@ TcxLinkInfo link_info(int link_fd)
     return info;
 }
 
-bool on_device(const TcxLinkInfo& info, int ifindex)
+bpf_attach_type tcx_attach_type(Direction side)
 {
-    return info.prog_id && info.ifindex == uint32_t(ifindex) && info.attach_type == kTcxEgress;
+    return side == Direction::Ingress ? kTcxIngress : kTcxEgress;
+}
+
+bool on_device(const TcxLinkInfo& info, int ifindex, Direction side)
+{
+    return info.prog_id && info.ifindex == uint32_t(ifindex) &&
+           info.attach_type == uint32_t(tcx_attach_type(side));
 }
 
 }  // namespace
@@ -64,10 +71,10 @@ bool kernel_has_tcx()
     return has;
 }
 
-void attach_tcx_egress(int ifindex, int prog_fd, const std::string& pin_path)
+void attach_tcx_egress(int ifindex, int prog_fd, const std::string& pin_path, Direction side)
 {
     if (Fd old = open_link(pin_path)) {
-        if (on_device(link_info(old.get()), ifindex)) {
+        if (on_device(link_info(old.get()), ifindex, side)) {
             replace_tcx_program(pin_path, prog_fd);
             return;
         }
@@ -75,9 +82,10 @@ void attach_tcx_egress(int ifindex, int prog_fd, const std::string& pin_path)
     }
     // No flags, no anchor: appended, after the programs attached before us (which keep their
     // place); we end no chain, so those attached after us run too.
-    Fd link(bpf_link_create(prog_fd, ifindex, kTcxEgress, nullptr));
+    Fd link(bpf_link_create(prog_fd, ifindex, tcx_attach_type(side), nullptr));
     if (!link)
-        throw Error(errno_message("cannot attach the program on tcx egress", errno));
+        throw Error(errno_message(std::string("cannot attach the program on tcx ") +
+                                      direction_name(side), errno));
     if (bpf_obj_pin(link.get(), pin_path.c_str()))
         throw Error(errno_message("cannot pin the tcx link at " + pin_path, errno));
 }
@@ -91,13 +99,13 @@ void replace_tcx_program(const std::string& pin_path, int prog_fd)
         throw Error(errno_message("cannot replace the program of the tcx link " + pin_path, errno));
 }
 
-uint32_t tcx_egress_prog_id(const std::string& pin_path, int ifindex)
+uint32_t tcx_egress_prog_id(const std::string& pin_path, int ifindex, Direction side)
 {
     Fd link = open_link(pin_path);
     if (!link)
         return 0;
     const TcxLinkInfo info = link_info(link.get());
-    return on_device(info, ifindex) ? info.prog_id : 0;
+    return on_device(info, ifindex, side) ? info.prog_id : 0;
 }
 
 void detach_tcx_egress(const std::string& pin_path)

@@ -1,0 +1,27 @@
+// A device's two sides. Each is an instance of the same datapath with its own pinned maps:
+// classes, rules, default class and counters apart, attached and detached apart.
+#pragma once
+
+#include "loader/class_config.h"
+
+namespace shaperctl {
+
+enum class Direction { Egress, Ingress };
+
+const char* direction_name(Direction direction);  // "egress" or "ingress"
+
+inline Direction opposite(Direction direction)
+{
+    return direction == Direction::Ingress ? Direction::Egress : Direction::Ingress;
+}
+
+// A new class's settings before the operator's options. Ingress has no queue: CoDel on the
+// virtual backlog is what tells senders to slow down, so it is on, with a target and interval
+// near a LAN's round trip, and a horizon of tens of ms bounds what passes beyond the rate.
+ClassSpec class_defaults(Direction direction);
+
+extern const uint64_t kIngressDefaultHorizonNs;
+extern const uint64_t kIngressDefaultTargetNs;
+extern const uint64_t kIngressDefaultIntervalNs;
+
+}  // namespace shaperctl

@@ -1,0 +1,308 @@
+// The receive side end to end on the host kernel (which needs no sch_fq for it): real TCP from a
+// peer namespace into an ingress class on a veth, asserted on the class's counters and clock;
+// the two sides attached, changed and detached apart; bad input refused in one line.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "loader/device.h"
+#include "loader/maps.h"
+#include "loader/tcx_link.h"
+#include "netns.h"
+#include "shaperctl_process.h"
+
+using namespace shaperctl;
+using namespace shaperctl::test;
+using nlohmann::json;
+
+namespace {
+
+constexpr uint64_t kRate = 20'000'000;
+const uint64_t kHorizonNs = kIngressDefaultHorizonNs;
+constexpr uint16_t kPort = 5201;
+constexpr int kFlows = 4;
+
+class IngressSide : public DeviceTest {
+protected:
+    void TearDown() override
+    {
+        if (ns_)
+            sh("detach --dev sh0 --ingress");
+        DeviceTest::TearDown();
+    }
+
+    json status(const std::string& side = " --ingress")
+    {
+        Outcome o = sh("status --dev sh0 --json --sample 0" + side);
+        EXPECT_EQ(o.status, 0) << o.err;
+        return o.status == 0 ? json::parse(o.out) : json::object();
+    }
+
+    // A refused command: non-zero exit, one line on stderr that contains `needle`.
+    void refused(const std::string& args, const std::string& needle)
+    {
+        Outcome o = sh(args);
+        EXPECT_NE(o.status, 0) << args;
+        EXPECT_NE(o.err.find(needle), std::string::npos) << args << " said: " << o.err;
+        EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << args << " said: " << o.err;
+    }
+
+    Device side(Direction direction) { return Device::resolve("sh0").side(direction); }
+
+    // Our program on the side's hook: the pinned TCX link, or the tc filter.
+    bool hooked(Direction direction)
+    {
+        const std::string name = direction_name(direction);
+        if (kernel_has_tcx())
+            return access((side(direction).pin_dir() + "/tcx_" + name).c_str(), F_OK) == 0;
+        return ns_->tc("filter show dev sh0 " + name).find("shaper_egress") != std::string::npos;
+    }
+};
+
+TEST_F(IngressSide, EachSideHasItsOwnClassesAndDetachingOneLeavesTheOther)
+{
+    ok("attach --dev sh0 --mode police");
+    ok("attach --dev sh0 --ingress");
+    ok("add-class --dev sh0 --id 1 --rate 10mbit");
+    ok("add-class --dev sh0 --ingress --id 2 --rate 20mbit");
+    ok("set-default --dev sh0 --ingress --class 2");
+    json in = status();
+    EXPECT_EQ(in["direction"], "ingress");
+    EXPECT_EQ(in["attach_point"], kernel_has_tcx() ? "tcx ingress" : "tc clsact ingress");
+    ASSERT_EQ(in["classes"].size(), 1u);
+    EXPECT_EQ(in["classes"][0]["id"], 2);
+    EXPECT_EQ(in["classes"][0]["horizon_ns"], kHorizonNs) << "ingress's default horizon";
+    EXPECT_EQ(in["default_class"], 2);
+    json out = status("");
+    EXPECT_EQ(out["direction"], "egress");
+    ASSERT_EQ(out["classes"].size(), 1u);
+    EXPECT_EQ(out["classes"][0]["id"], 1);
+    EXPECT_TRUE(out["default_class"].is_null());
+    EXPECT_TRUE(hooked(Direction::Egress));
+    EXPECT_TRUE(hooked(Direction::Ingress));
+
+    ok("detach --dev sh0");
+    EXPECT_FALSE(hooked(Direction::Egress));
+    EXPECT_TRUE(hooked(Direction::Ingress)) << "detaching egress took ingress's program";
+    in = status();
+    EXPECT_EQ(in["classes"].size(), 1u);
+    EXPECT_GT(in["program_id"].get<uint32_t>(), 0u);
+    ok("change-class --dev sh0 --ingress --id 2 --rate 30mbit");
+
+    ok("attach --dev sh0 --mode police");
+    ok("detach --dev sh0 --ingress");
+    EXPECT_FALSE(hooked(Direction::Ingress));
+    EXPECT_TRUE(hooked(Direction::Egress)) << "detaching ingress took egress's program";
+    EXPECT_EQ(status("")["program_id"].get<uint32_t>() > 0, true);
+    ok("detach --dev sh0");
+
+    EXPECT_NE(access(side(Direction::Egress).pin_dir().c_str(), F_OK), 0);
+    EXPECT_NE(access(side(Direction::Ingress).pin_dir().c_str(), F_OK), 0);
+    EXPECT_NE(access(side(Direction::Ingress).run_dir().c_str(), F_OK), 0);
+    EXPECT_EQ(ns_->tc("filter show dev sh0 ingress"), "");
+    EXPECT_EQ(ns_->tc("filter show dev sh0 egress"), "");
+    EXPECT_EQ(ns_->tc("qdisc show dev sh0").find("clsact"), std::string::npos)
+        << ns_->tc("qdisc show dev sh0");
+}
+
+TEST_F(IngressSide, BadInputIsRefusedInOneLineAndChangesNothing)
+{
+    ok("attach --dev sh0 --mode police");
+    ok("add-class --dev sh0 --id 5 --rate 10mbit");
+    refused("add-class --dev sh0 --ingress --id 1 --rate 20mbit", "not attached for ingress");
+    refused("status --dev sh0 --ingress", "not attached for ingress");
+    refused("detach --dev sh0 --ingress", "not attached");
+    EXPECT_TRUE(hooked(Direction::Egress));
+    EXPECT_EQ(status("")["classes"].size(), 1u);
+
+    ok("attach --dev sh0 --ingress");
+    ok("add-class --dev sh0 --ingress --id 1 --rate 20mbit");
+    const json before = status();
+    refused("set-default --dev sh0 --ingress --class 5", "exists on egress only");
+    refused("add-rule --dev sh0 --ingress --pref 10 --class 5 --dport 80", "exists on egress only");
+    refused("add-rule --dev sh0 --ingress --pref 10 --class 1 --cgroup /", "cgroup");
+    refused("attach --dev sh0 --ingress --mode edt", "--mode");
+    refused("attach --dev sh0 --ingress --fq-horizon 5s", "fq options");
+    json after = status();
+    EXPECT_EQ(after["classes"], before["classes"]);
+    EXPECT_EQ(after["rules"], before["rules"]);
+    EXPECT_EQ(after["default_class"], before["default_class"]);
+    EXPECT_EQ(after["program_id"], before["program_id"]);
+}
+
+// Real TCP from namespace `peer` (sh1, 10.77.0.2) into sh0's ingress class (10.77.0.1).
+class IngressTcp : public IngressSide {
+protected:
+    void SetUp() override
+    {
+        IngressSide::SetUp();
+        if (IsSkipped())
+            return;
+        peer_ = ns_->name() + "-peer";
+        must_run(ip_tool() + " netns add " + peer_);
+        ns_->ip("link set sh1 netns " + peer_);
+        ns_->ip("addr add 10.77.0.1/24 dev sh0");
+        ns_->ip("link set lo up");
+        must_run(ip_tool() + " -n " + peer_ + " addr add 10.77.0.2/24 dev sh1");
+        must_run(ip_tool() + " -n " + peer_ + " link set sh1 up");
+        ok("attach --dev sh0 --ingress");
+        ok("add-class --dev sh0 --ingress --id 1 --rate 20mbit");
+        ok("set-default --dev sh0 --ingress --class 1");
+    }
+    void TearDown() override
+    {
+        IngressSide::TearDown();
+        if (!peer_.empty())
+            run(ip_tool() + " netns del " + peer_);
+    }
+
+    void set_ecn(bool on)
+    {
+        for (const std::string& ns : {ns_->name(), peer_})
+            must_run(ip_tool() + " netns exec " + ns + " sysctl -qw net.ipv4.tcp_ecn=" + (on ? "1" : "0"));
+    }
+
+    // The receiver's IP counter of CE-marked packets (segments), after tc ingress.
+    uint64_t in_ce_packets()
+    {
+        std::ifstream in("/proc/thread-self/net/netstat");
+        std::string names, values;
+        while (std::getline(in, names) && std::getline(in, values)) {
+            if (!names.starts_with("IpExt:"))
+                continue;
+            std::istringstream n(names), v(values);
+            std::string name, value;
+            while (n >> name && v >> value)
+                if (name == "InCEPkts")
+                    return std::stoull(value);
+        }
+        return 0;
+    }
+
+    // kFlows connections from the peer each send `bytes`; returns what the receiver read. A
+    // stalled transfer (no byte for 60 s) ends it early: the caller's equality check fails.
+    uint64_t transfer(uint64_t bytes)
+    {
+        int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        const int one = 1;
+        setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        sockaddr_in addr{};
+        addr.sin_family = AF_INET;
+        addr.sin_port = htons(kPort);
+        inet_pton(AF_INET, "10.77.0.1", &addr.sin_addr);
+        EXPECT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+        EXPECT_EQ(listen(listener, kFlows), 0);
+
+        const std::string peer_path = "/run/netns/" + peer_;
+        std::vector<pid_t> senders;
+        for (int i = 0; i < kFlows; i++) {
+            pid_t pid = fork();
+            if (pid == 0) {
+                int ns = open(peer_path.c_str(), O_RDONLY);
+                if (ns < 0 || setns(ns, CLONE_NEWNET))
+                    _exit(2);
+                int s = socket(AF_INET, SOCK_STREAM, 0);
+                if (connect(s, reinterpret_cast<sockaddr*>(&addr), sizeof addr))
+                    _exit(3);
+                std::vector<char> chunk(64 * 1024, 'x');
+                for (uint64_t sent = 0; sent < bytes;) {
+                    ssize_t n = send(s, chunk.data(), std::min<uint64_t>(chunk.size(), bytes - sent), 0);
+                    if (n <= 0)
+                        _exit(4);
+                    sent += uint64_t(n);
+                }
+                close(s);
+                _exit(0);
+            }
+            senders.push_back(pid);
+        }
+        std::vector<pollfd> fds;
+        for (int i = 0; i < kFlows; i++) {
+            pollfd p{listener, POLLIN, 0};
+            if (poll(&p, 1, 60'000) != 1)
+                break;
+            fds.push_back({accept4(listener, nullptr, nullptr, SOCK_CLOEXEC), POLLIN, 0});
+        }
+        uint64_t received = 0;
+        std::vector<char> buf(256 * 1024);
+        for (size_t open_flows = fds.size(); open_flows > 0;) {
+            if (poll(fds.data(), fds.size(), 60'000) <= 0)
+                break;
+            for (pollfd& p : fds) {
+                if (p.fd < 0 || !p.revents)
+                    continue;
+                ssize_t n = read(p.fd, buf.data(), buf.size());
+                if (n > 0) {
+                    received += uint64_t(n);
+                } else {
+                    close(p.fd);
+                    p.fd = -1;
+                    open_flows--;
+                }
+            }
+        }
+        for (pollfd& p : fds)
+            if (p.fd >= 0)
+                close(p.fd);
+        close(listener);
+        for (pid_t pid : senders) {
+            int status = 0;
+            waitpid(pid, &status, 0);
+            EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "sender status " << status;
+        }
+        return received;
+    }
+
+    // Four flows of 1 MB through the 20 Mbit class. The class's clock holds every charge: it
+    // lies at least the whole transfer's cost past its start, and never beyond the horizon (plus
+    // one packet) of the moment it is read: the class admitted at most rate x (T + horizon).
+    ClassCounters run_flows()
+    {
+        const uint64_t per_flow = 1'000'000;
+        const uint64_t start = monotonic_ns();
+        const uint64_t received = transfer(per_flow);
+        const ShaperMaps maps = ShaperMaps::open_pinned(side(Direction::Ingress).pin_dir());
+        const uint64_t tat = maps.clock(1).tat_ns;
+        const uint64_t end = monotonic_ns();
+        const ClassCounters c = maps.counters(1);
+        EXPECT_EQ(received, kFlows * per_flow);
+        // Each data segment carries at most 1448 bytes and 54 of headers at least, L2 included.
+        EXPECT_GE(c.bytes, received + 54 * (received / 1448)) << "segments " << c.segments;
+        const uint64_t cost_ns = c.bytes * 8'000'000'000ull / kRate;
+        EXPECT_GE(tat, start + cost_ns) << "the clock lacks charges";
+        const uint64_t largest_packet_ns = 65536ull * 8'000'000'000ull / kRate;
+        EXPECT_LE(tat, end + kHorizonNs + largest_packet_ns) << "admitted beyond the horizon";
+        return c;
+    }
+
+    std::string peer_;
+};
+
+TEST_F(IngressTcp, WithEcnTheClassMarksAndTheReceiverSeesTheMarks)
+{
+    set_ecn(true);
+    const uint64_t ce_before = in_ce_packets();
+    const ClassCounters c = run_flows();
+    EXPECT_GT(c.ecn_marks + c.fair_marks, 0u) << "no CE mark told a sender to slow down";
+    EXPECT_GE(in_ce_packets() - ce_before, c.ecn_marks + c.fair_marks)
+        << "the receiver's IP saw fewer CE packets than were marked";
+}
+
+TEST_F(IngressTcp, WithoutEcnTheClassDrops)
+{
+    set_ecn(false);
+    const ClassCounters c = run_flows();
+    EXPECT_EQ(c.ecn_marks + c.fair_marks, 0u);
+    EXPECT_GT(c.drops_aqm + c.drops_fair + c.drops_horizon, 0u);
+}
+
+}  // namespace
