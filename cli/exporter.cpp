@@ -99,27 +99,36 @@ private:
 std::string scrape()
 {
     std::vector<DeviceStatus> devices;
-    std::vector<std::string> down;
+    std::vector<DownDevice> down;
     const uint64_t here = current_netns();
     for (const ManagedDevice& m : Shaper::list()) {
         if (m.netns != here)
             continue;  // reachable by name only from its own namespace
         if (!m.present) {
-            down.push_back(m.name);
+            down.push_back({m.name, m.direction});
             continue;
         }
         try {
             devices.push_back(Shaper::open_unlocked(m.name, m.direction).status(std::chrono::nanoseconds(0)));
         } catch (const Error&) {
-            down.push_back(m.name);  // detached under our feet, say
+            down.push_back({m.name, m.direction});  // detached under our feet, say
         }
     }
     return metrics_text(devices, down);
 }
 
+using Labels = std::vector<std::pair<std::string, std::string>>;
+
+Labels side_labels(const std::string& device, Direction direction)
+{
+    if (direction == Direction::Ingress)
+        return {{"device", device}, {"direction", direction_name(direction)}};
+    return {{"device", device}};
+}
+
 }  // namespace
 
-std::string metrics_text(const std::vector<DeviceStatus>& devices, const std::vector<std::string>& down)
+std::string metrics_text(const std::vector<DeviceStatus>& devices, const std::vector<DownDevice>& down)
 {
     Exposition e;
     e.family("shaperctl_device_up", "gauge",
@@ -153,14 +162,18 @@ std::string metrics_text(const std::vector<DeviceStatus>& devices, const std::ve
     e.family("shaperctl_rule_hits_total", "counter", "Packets the rule classified.");
     e.family("shaperctl_rule_bytes_total", "counter", "Bytes of the packets the rule classified.");
 
-    for (const std::string& name : down)
-        e.sample("shaperctl_device_up", {{"device", name}}, 0);
+    for (const DownDevice& dd : down)
+        e.sample("shaperctl_device_up", side_labels(dd.name, dd.direction), 0);
     for (const DeviceStatus& st : devices) {
-        const std::string dev = st.device.name;
-        const std::vector<std::pair<std::string, std::string>> d = {{"device", dev}};
+        const Labels d = side_labels(st.device.name, st.device.direction);
+        const auto with = [&d](std::initializer_list<std::pair<std::string, std::string>> more) {
+            Labels l = d;
+            l.insert(l.end(), more);
+            return l;
+        };
         e.sample("shaperctl_device_up", d, st.present ? 1 : 0);
         e.sample("shaperctl_device_info",
-                 {{"device", dev}, {"ifindex", std::to_string(st.device.ifindex)}, {"mode", mode_name(st.mode)}}, 1);
+                 with({{"ifindex", std::to_string(st.device.ifindex)}, {"mode", mode_name(st.mode)}}), 1);
         e.sample("shaperctl_device_filter_attached", d, st.program_id ? 1 : 0);
         e.sample("shaperctl_device_tx_queues", d, st.pacing.queues);
         e.sample("shaperctl_device_fq_queues", d, st.pacing.fq_queues);
@@ -169,27 +182,25 @@ std::string metrics_text(const std::vector<DeviceStatus>& devices, const std::ve
         e.sample("shaperctl_unclassified_segments_total", d, st.unclassified.segments);
         e.sample("shaperctl_unclassified_bytes_total", d, st.unclassified.bytes);
         for (const ClassStatus& c : st.classes) {
-            const std::vector<std::pair<std::string, std::string>> l = {{"device", dev},
-                                                                        {"class", std::to_string(c.spec.id)}};
-            e.sample("shaperctl_class_info",
-                     {{"device", dev}, {"class", std::to_string(c.spec.id)}, {"parent", std::to_string(c.spec.parent)}}, 1);
+            const std::string id = std::to_string(c.spec.id);
+            const Labels l = with({{"class", id}});
+            e.sample("shaperctl_class_info", with({{"class", id}, {"parent", std::to_string(c.spec.parent)}}), 1);
             e.sample("shaperctl_class_rate_limit_bytes_per_second", l, decimal(c.spec.rate_bps * 125, 3));
             e.sample("shaperctl_class_burst_bytes", l, c.spec.burst_bytes);
             e.sample("shaperctl_class_horizon_seconds", l, decimal(c.spec.horizon_ns, 9));
             e.sample("shaperctl_class_packets_total", l, c.counters.packets);
             e.sample("shaperctl_class_segments_total", l, c.counters.segments);
             e.sample("shaperctl_class_bytes_total", l, c.counters.bytes);
-            e.sample("shaperctl_class_drops_total", {l[0], l[1], {"cause", "horizon"}}, c.counters.drops_horizon);
-            e.sample("shaperctl_class_drops_total", {l[0], l[1], {"cause", "aqm"}}, c.counters.drops_aqm);
-            e.sample("shaperctl_class_drops_total", {l[0], l[1], {"cause", "fair"}}, c.counters.drops_fair);
+            e.sample("shaperctl_class_drops_total", with({{"class", id}, {"cause", "horizon"}}), c.counters.drops_horizon);
+            e.sample("shaperctl_class_drops_total", with({{"class", id}, {"cause", "aqm"}}), c.counters.drops_aqm);
+            e.sample("shaperctl_class_drops_total", with({{"class", id}, {"cause", "fair"}}), c.counters.drops_fair);
             e.sample("shaperctl_class_ecn_marks_total", l, c.counters.ecn_marks);
             e.sample("shaperctl_class_fair_marks_total", l, c.counters.fair_marks);
             e.sample("shaperctl_class_sparse_packets_total", l, c.counters.sparse);
             e.sample("shaperctl_class_backlog_seconds", l, decimal(uint64_t(std::max<int64_t>(c.backlog_ns, 0)), 9));
         }
         for (const RuleStatus& r : st.rules) {
-            const std::vector<std::pair<std::string, std::string>> l = {
-                {"device", dev}, {"pref", std::to_string(r.rule.pref)}, {"class", std::to_string(r.rule.class_id)}};
+            const Labels l = with({{"pref", std::to_string(r.rule.pref)}, {"class", std::to_string(r.rule.class_id)}});
             e.sample("shaperctl_rule_hits_total", l, r.counters.packets);
             e.sample("shaperctl_rule_bytes_total", l, r.counters.bytes);
         }

@@ -665,7 +665,7 @@ TEST(ExporterText, EscapesLabelsAndListsDownDevices)
     c.spec.horizon_ns = 2'000'000'000;
     c.backlog_ns = 1'500'000;
     st.classes.push_back(c);
-    const std::string text = shaperctl::metrics_text({st}, {"gone0"});
+    const std::string text = shaperctl::metrics_text({st}, {{"gone0", shaperctl::Direction::Egress}});
     EXPECT_NE(text.find(R"(shaperctl_class_rate_limit_bytes_per_second{device="we\"ird\\dev",class="3"} 125000.125)"),
               std::string::npos) << text;
     EXPECT_NE(text.find(R"(shaperctl_class_backlog_seconds{device="we\"ird\\dev",class="3"} 0.0015)"), std::string::npos);
@@ -674,6 +674,33 @@ TEST(ExporterText, EscapesLabelsAndListsDownDevices)
     EXPECT_EQ(shaperctl::parse_listen(":9464"), std::make_pair(std::string("0.0.0.0"), 9464));
     EXPECT_EQ(shaperctl::parse_listen("[::1]:80"), std::make_pair(std::string("::1"), 80));
     EXPECT_THROW(shaperctl::parse_listen("1.2.3.4:99999"), shaperctl::Error);
+}
+
+// Both sides of one device with the same class id: every series exactly once (a scrape with a
+// repeated series is refused whole by Prometheus), the ingress side's with direction="ingress".
+TEST(ExporterText, BothSidesOfADeviceAreDistinctSeries)
+{
+    std::vector<shaperctl::DeviceStatus> sides(2);
+    for (int i = 0; i < 2; i++) {
+        sides[i].device.name = "eth0";
+        sides[i].device.direction = i ? shaperctl::Direction::Ingress : shaperctl::Direction::Egress;
+        sides[i].mode = SHAPER_MODE_POLICE;
+        shaperctl::ClassStatus c;
+        c.spec.id = 1;
+        sides[i].classes.push_back(c);
+        sides[i].rules.push_back({});
+    }
+    const std::string text =
+        shaperctl::metrics_text(sides, {{"eth1", shaperctl::Direction::Ingress}});
+    std::set<std::string> series;
+    std::istringstream lines(text);
+    for (std::string line; std::getline(lines, line);)
+        if (!line.empty() && line[0] != '#')
+            EXPECT_TRUE(series.insert(line.substr(0, line.rfind(' '))).second) << "repeated: " << line;
+    EXPECT_TRUE(series.count(R"(shaperctl_class_packets_total{device="eth0",class="1"})")) << text;
+    EXPECT_TRUE(series.count(R"(shaperctl_class_packets_total{device="eth0",direction="ingress",class="1"})"));
+    EXPECT_TRUE(series.count(R"(shaperctl_class_drops_total{device="eth0",direction="ingress",class="1",cause="aqm"})"));
+    EXPECT_TRUE(series.count(R"(shaperctl_device_up{device="eth1",direction="ingress"})"));
 }
 
 // status --watch: redrawn every interval with the rate over it; Ctrl-C ends it with status 0.
