@@ -1,6 +1,5 @@
 #include "config_file.h"
 
-#include <arpa/inet.h>
 #include <net/if.h>
 #include <sys/stat.h>
 
@@ -19,7 +18,7 @@
 #include "loader/error.h"
 #include "loader/mode.h"
 #include "loader/rule_compiler.h"
-#include "rule_args.h"
+#include "loader/rule_spec.h"
 #include "units.h"
 
 namespace shaperctl {
@@ -237,45 +236,6 @@ std::string text_or_number(const json& v, const std::string& path, const std::st
     return get_string(v, path, example);
 }
 
-std::string address_text(uint8_t family, const uint8_t* addr, uint8_t plen)
-{
-    char buf[INET6_ADDRSTRLEN] = {};
-    inet_ntop(family == 4 ? AF_INET : AF_INET6, addr, buf, sizeof buf);
-    return std::string(buf) + "/" + std::to_string(plen);
-}
-
-std::string port_text(uint16_t lo, uint16_t hi)
-{
-    return lo == hi ? std::to_string(lo) : std::to_string(lo) + "-" + std::to_string(hi);
-}
-
-const char* proto_name(uint8_t proto)
-{
-    switch (proto) {
-    case 6: return "tcp";
-    case 17: return "udp";
-    case 1: return "icmp";
-    case 58: return "icmpv6";
-    case 132: return "sctp";
-    case 47: return "gre";
-    }
-    return nullptr;
-}
-
-std::string hex(uint32_t value)
-{
-    char buf[16];
-    std::snprintf(buf, sizeof buf, "0x%x", value);
-    return buf;
-}
-
-std::string priority_text(uint32_t priority)
-{
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%x:%x", priority >> 16, priority & 0xffff);
-    return buf;
-}
-
 // A value of a class field, as the file may write it (a size also as a number of bytes, a switch
 // also as a boolean, an id also as null).
 int64_t get_class_field(const ClassField& f, const json& v, const std::string& path)
@@ -301,6 +261,23 @@ ojson class_field_json(const ClassField& f, int64_t value)
     if (f.kind == FieldKind::Int)
         return value;
     return field_text(f, value);
+}
+
+// A match as dump writes it: as the command line writes it, numbers as numbers (dscp, vlan, a
+// protocol without a name), a cgroup by path, or by id and level where no path is found.
+ojson rule_field_json(const RuleSpec& r, const RuleField& f, const CgroupNames& cgroups)
+{
+    if (f.kind == MatchKind::Cgroup) {
+        const std::string path = cgroups.path_of(r.cgroup->id, r.cgroup->level);
+        if (!path.empty())
+            return path;
+        return {{"id", r.cgroup->id}, {"level", r.cgroup->level}};
+    }
+    const std::string text = match_text(r, f);
+    if ((f.kind == MatchKind::Int || f.kind == MatchKind::Proto) &&
+        text.find_first_not_of("0123456789") == std::string::npos)
+        return std::stoull(text);
+    return text;
 }
 
 // A class of the device at `device_path` ("devices[0]"), whose mode and fq options are parsed.
@@ -329,91 +306,48 @@ ClassSpec parse_class(const json& j, const std::string& path, const std::string&
     return spec;
 }
 
-shaper_rule parse_rule_json(const json& j, const std::string& path, const CgroupNames& cgroups)
+// A cgroup by id, as dump shows one it cannot find a path for.
+CgroupMatch cgroup_by_id(const json& cg, const std::string& path)
+{
+    check_keys(cg, path, "cgroup");
+    if (!cg.contains("id") || !cg.contains("level"))
+        fail(path, "a cgroup by id needs \"id\" and \"level\"");
+    if (!cg["id"].is_number_unsigned() || cg["id"].get<uint64_t>() == 0)
+        fail(path + ".id", "expected a cgroup id (a positive integer)");
+    return {cg["id"].get<uint64_t>(), uint32_t(get_int(cg["level"], path + ".level", 0, 1000))};
+}
+
+RuleSpec parse_rule_json(const json& j, const std::string& path, const CgroupNames& cgroups)
 {
     check_keys(j, path, "rule");
     for (const char* required : {"pref", "class"})
         if (!j.contains(required))
             fail(path, std::string("\"") + required + "\" is required");
-    shaper_rule r{};
+    RuleSpec r;
     r.pref = uint32_t(get_int(j["pref"], path + ".pref", 1, SHAPER_PREF_NONE - 1));
     r.class_id = uint32_t(get_int(j["class"], path + ".class", 1, SHAPER_LIMIT_MAX_CLASSES - 1));
-    for (const char* side : {"src", "dst"}) {
-        if (!j.contains(side))
+    const auto resolve = [&](const std::string& text) { return cgroups.resolve(text); };
+    for (const RuleField& f : rule_fields()) {
+        if (!j.contains(f.name))
             continue;
-        const std::string p = path + "." + side;
-        const std::string text = get_string(j[side], p, "\"10.0.0.0/8\"");
-        const Cidr cidr = at(p, [&] {
-            return parse_cidr(text, std::strcmp(side, "src") == 0 ? "source CIDR" : "destination CIDR");
-        });
-        if (r.family && r.family != cidr.family)
-            fail(p, "src and dst must both be IPv4 or both IPv6");
-        r.family = cidr.family;
-        const bool src = std::strcmp(side, "src") == 0;
-        r.fields |= src ? SHAPER_RULE_F_SRC : SHAPER_RULE_F_DST;
-        std::memcpy(src ? r.src : r.dst, cidr.addr, 16);
-        (src ? r.src_plen : r.dst_plen) = cidr.plen;
-    }
-    if (j.contains("proto")) {
-        const std::string text = text_or_number(j["proto"], path + ".proto", "\"tcp\"");
-        r.proto = at(path + ".proto", [&] { return parse_proto(text); });
-        r.fields |= SHAPER_RULE_F_PROTO;
-    }
-    if (j.contains("sport")) {
-        const std::string text = text_or_number(j["sport"], path + ".sport", "\"80\" or \"1024-65535\"");
-        std::tie(r.sport_lo, r.sport_hi) = at(path + ".sport", [&] { return parse_port_range(text, "source port"); });
-        r.fields |= SHAPER_RULE_F_SPORT;
-    }
-    if (j.contains("dport")) {
-        const std::string text = text_or_number(j["dport"], path + ".dport", "\"80\" or \"1024-65535\"");
-        std::tie(r.dport_lo, r.dport_hi) = at(path + ".dport", [&] { return parse_port_range(text, "destination port"); });
-        r.fields |= SHAPER_RULE_F_DPORT;
-    }
-    if ((r.fields & SHAPER_RULE_F_PORTS) && (r.fields & SHAPER_RULE_F_PROTO) && r.proto != 6 &&
-        r.proto != 17 && r.proto != 132)
-        fail(path, "ports only exist for tcp, udp and sctp");
-    if (j.contains("mark")) {
-        const std::string text = text_or_number(j["mark"], path + ".mark", "\"0x10/0xff\"");
-        std::tie(r.mark, r.mark_mask) = at(path + ".mark", [&] { return parse_mark(text); });
-        r.fields |= SHAPER_RULE_F_MARK;
-    }
-    if (j.contains("cgroup")) {
-        const std::string p = path + ".cgroup";
-        const json& cg = j["cgroup"];
-        if (cg.is_object()) {  // a cgroup by id, as dump shows one it cannot find a path for
-            check_keys(cg, p, "cgroup");
-            if (!cg.contains("id") || !cg.contains("level"))
-                fail(p, "a cgroup by id needs \"id\" and \"level\"");
-            if (!cg["id"].is_number_unsigned() || cg["id"].get<uint64_t>() == 0)
-                fail(p + ".id", "expected a cgroup id (a positive integer)");
-            r.cgroup_id = cg["id"].get<uint64_t>();
-            r.cgroup_level = uint32_t(get_int(cg["level"], p + ".level", 0, 1000));
-        } else {
-            const std::string text = get_string(cg, p, "\"/system.slice/nginx.service\"");
-            const CgroupRef ref = at(p, [&] { return cgroups.resolve(text); });
-            r.cgroup_id = ref.id;
-            r.cgroup_level = ref.level;
+        const std::string p = path + "." + f.name;
+        const json& v = j[f.name];
+        if (f.kind == MatchKind::Cgroup && v.is_object()) {
+            r.cgroup = cgroup_by_id(v, p);
+            continue;
         }
-        r.fields |= SHAPER_RULE_F_CGROUP;
+        // Text as the command line takes it; numbers where the command line takes digits.
+        const std::string text = f.kind == MatchKind::Int ? std::to_string(get_int(v, p, f.min, f.max))
+                                 : f.kind == MatchKind::Cidr || f.kind == MatchKind::Cgroup
+                                     ? get_string(v, p, f.example)
+                                     : text_or_number(v, p, f.example);
+        at(p, [&] {
+            set_match(r, f, text, "", resolve);
+            return 0;
+        });
     }
-    if (j.contains("priority")) {
-        const std::string text = text_or_number(j["priority"], path + ".priority", "\"1:10\"");
-        r.priority = at(path + ".priority", [&] { return parse_priority(text); });
-        r.fields |= SHAPER_RULE_F_PRIORITY;
-    }
-    if (j.contains("dscp")) {
-        r.dscp = uint8_t(get_int(j["dscp"], path + ".dscp", 0, 63));
-        r.fields |= SHAPER_RULE_F_DSCP;
-    }
-    if (j.contains("vlan")) {
-        r.vlan = uint16_t(get_int(j["vlan"], path + ".vlan", 1, 4094));
-        r.fields |= SHAPER_RULE_F_VLAN;
-    }
-    if (!r.fields)
-        fail(path, "a rule needs at least one match (src, dst, proto, sport, dport, mark, cgroup, "
-                   "priority, dscp, vlan); for every packet use default_class");
     at(path, [&] {
-        validate_rule(r);
+        check_matches(r, "", "default_class");
         return 0;
     });
     return r;
@@ -500,23 +434,24 @@ ConfigDevice parse_device(const json& j, const std::string& path, const CgroupNa
             fail(path + ".rules", std::to_string(rules.size()) + " rules (at most " +
                                       std::to_string(SHAPER_MAX_RULES) + ")");
         std::map<uint32_t, size_t> prefs;
+        std::vector<shaper_rule> compiled;  // the datapath's own checks, of each and of the set
+        std::vector<uint32_t> slots;
         for (size_t i = 0; i < rules.size(); i++) {
             const std::string p = path + ".rules[" + std::to_string(i) + "]";
-            shaper_rule r = parse_rule_json(rules[i], p, cgroups);
+            RuleSpec r = parse_rule_json(rules[i], p, cgroups);
             if (auto it = prefs.find(r.pref); it != prefs.end())
                 fail(p + ".pref", "pref " + std::to_string(r.pref) + " is given twice (also " + path +
                                       ".rules[" + std::to_string(it->second) + "])");
             prefs[r.pref] = i;
             known_class(r.class_id, p + ".class");
+            slots.push_back(uint32_t(compiled.size()));
+            compiled.push_back(at(p, [&] { return compile_rule(r); }));
             c.rules.push_back(r);
         }
         std::sort(c.rules.begin(), c.rules.end(),
-                  [](const shaper_rule& a, const shaper_rule& b) { return a.pref < b.pref; });
-        std::vector<uint32_t> slots(c.rules.size());
-        for (size_t i = 0; i < slots.size(); i++)
-            slots[i] = uint32_t(i);
-        if (!c.rules.empty())
-            at(path + ".rules", [&] { return compile_rules(c.rules, slots, 0).tuples.size(); });
+                  [](const RuleSpec& a, const RuleSpec& b) { return a.pref < b.pref; });
+        if (!compiled.empty())
+            at(path + ".rules", [&] { return compile_rules(compiled, slots, 0).tuples.size(); });
     }
     return d;
 }
@@ -638,39 +573,13 @@ ojson config_json(const std::vector<std::pair<std::string, ShaperConfig>>& devic
         }
         d["classes"] = classes;
         ojson rules = ojson::array();
-        for (const shaper_rule& r : c.rules) {
+        for (const RuleSpec& r : c.rules) {
             ojson k;
             k["pref"] = r.pref;
             k["class"] = r.class_id;
-            if (r.fields & SHAPER_RULE_F_SRC)
-                k["src"] = address_text(r.family, r.src, r.src_plen);
-            if (r.fields & SHAPER_RULE_F_DST)
-                k["dst"] = address_text(r.family, r.dst, r.dst_plen);
-            if (r.fields & SHAPER_RULE_F_PROTO) {
-                if (const char* name = proto_name(r.proto))
-                    k["proto"] = name;
-                else
-                    k["proto"] = r.proto;
-            }
-            if (r.fields & SHAPER_RULE_F_SPORT)
-                k["sport"] = port_text(r.sport_lo, r.sport_hi);
-            if (r.fields & SHAPER_RULE_F_DPORT)
-                k["dport"] = port_text(r.dport_lo, r.dport_hi);
-            if (r.fields & SHAPER_RULE_F_MARK)
-                k["mark"] = hex(r.mark) + "/" + hex(r.mark_mask);
-            if (r.fields & SHAPER_RULE_F_CGROUP) {
-                const std::string path = cgroups.path_of(r.cgroup_id, r.cgroup_level);
-                if (!path.empty())
-                    k["cgroup"] = path;
-                else
-                    k["cgroup"] = {{"id", r.cgroup_id}, {"level", r.cgroup_level}};
-            }
-            if (r.fields & SHAPER_RULE_F_PRIORITY)
-                k["priority"] = priority_text(r.priority);
-            if (r.fields & SHAPER_RULE_F_DSCP)
-                k["dscp"] = r.dscp;
-            if (r.fields & SHAPER_RULE_F_VLAN)
-                k["vlan"] = r.vlan;
+            for (const RuleField& f : rule_fields())
+                if (has_match(r, f))
+                    k[f.name] = rule_field_json(r, f, cgroups);
             rules.push_back(k);
         }
         d["rules"] = rules;
@@ -682,7 +591,7 @@ ojson config_json(const std::vector<std::pair<std::string, ShaperConfig>>& devic
     return out;
 }
 
-std::string describe_rule(const shaper_rule& rule)
+std::string describe_rule(const RuleSpec& rule)
 {
     return "class " + std::to_string(rule.class_id) + " " + format_rule_match(rule);
 }

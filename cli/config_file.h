@@ -61,7 +61,7 @@ nlohmann::ordered_json config_json(const std::vector<std::pair<std::string, Shap
 std::string describe_step(const ConfigStep& step, uint32_t mode);
 
 // "src 10.0.0.0/8 proto tcp": a rule's class and matches, as a diff names them.
-std::string describe_rule(const shaper_rule& rule);
+std::string describe_rule(const RuleSpec& rule);
 
 // The cgroup v2 path (relative to the cgroup2 mount, "/a/b") of a cgroup id at a level, "" when
 // none is found.

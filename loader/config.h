@@ -7,6 +7,7 @@
 
 #include "loader/class_config.h"
 #include "loader/qdisc.h"
+#include "loader/rule_spec.h"
 #include "shaper_abi.h"
 
 namespace shaperctl {
@@ -17,7 +18,7 @@ struct ShaperConfig {
     uint32_t max_classes = 0;       // 0: not stated (a file may leave it to the device)
     uint32_t default_class = 0;     // 0: none
     std::vector<ClassSpec> classes;  // ascending id; horizons resolved (never 0)
-    std::vector<shaper_rule> rules;  // ascending pref
+    std::vector<RuleSpec> rules;     // ascending pref
 };
 
 // One change to a device's maps. Steps not `shown` are internal (a publish of the rule set, a
@@ -35,12 +36,9 @@ struct ConfigStep {
     Kind kind = Kind::PublishRules;
     bool shown = true;
     ClassSpec before, after;
-    shaper_rule old_rule{}, new_rule{};
+    RuleSpec old_rule, new_rule;
     uint32_t old_default = 0, new_default = 0;
 };
-
-// Two rules match the same packets into the same class (padding ignored).
-bool same_rule(const shaper_rule& a, const shaper_rule& b);
 
 // The steps that turn `current` into `desired`; nothing when they are equal. `desired` must be
 // valid as a whole (parents exist, no cycles, rules name existing classes, default exists):

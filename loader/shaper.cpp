@@ -437,7 +437,7 @@ void Shaper::apply(const std::vector<ConfigStep>& steps) const
             break;
         case Kind::PutRule: {
             read_rules();
-            validate_rule(step.new_rule);
+            const shaper_rule rule = compile_rule(step.new_rule);
             uint32_t slot = 0;
             if (auto it = slot_of.find(step.new_rule.pref); it != slot_of.end()) {
                 slot = it->second;
@@ -445,7 +445,7 @@ void Shaper::apply(const std::vector<ConfigStep>& steps) const
                 slot = take_free_rule_slot(used);
                 slot_of[step.new_rule.pref] = slot;
             }
-            maps_.write_rule(slot, step.new_rule);
+            maps_.write_rule(slot, rule);
             break;
         }
         case Kind::RemoveRule: {
@@ -557,7 +557,7 @@ void Shaper::del_class(uint32_t id) const
     maps_.erase_class(id);
 }
 
-void Shaper::add_rule(const shaper_rule& rule) const
+void Shaper::add_rule(const RuleSpec& rule) const
 {
     if (!maps_.class_config(rule.class_id))
         throw Error(dev_prefix(device_) + "rule " + std::to_string(rule.pref) + ": no class " +
@@ -574,7 +574,7 @@ std::vector<RuleStatus> Shaper::rules() const
 {
     std::vector<RuleStatus> out;
     for (const auto& [slot, rule] : maps_.rules())
-        out.push_back({slot, rule, maps_.rule_counters(slot)});
+        out.push_back({slot, rule_spec_of(rule), maps_.rule_counters(slot)});
     std::sort(out.begin(), out.end(),
               [](const RuleStatus& a, const RuleStatus& b) { return a.rule.pref < b.rule.pref; });
     return out;

@@ -55,7 +55,7 @@ struct ClassStatus {
 
 struct RuleStatus {
     uint32_t slot = 0;
-    shaper_rule rule{};
+    RuleSpec rule;
     shaper_rule_stats counters{};
 };
 
@@ -107,7 +107,7 @@ public:
     void set_default(uint32_t id) const;  // 0: none
 
     // Rules: validated, compiled into the inactive generation, then switched to at once.
-    void add_rule(const shaper_rule& rule) const;
+    void add_rule(const RuleSpec& rule) const;
     void del_rule(uint32_t pref) const;
     std::vector<RuleStatus> rules() const;
     // Counters are read twice, `sample` apart, for the rate estimate.
