@@ -18,6 +18,7 @@
 
 #include "common.h"
 #include "config_file.h"
+#include "loader/plan.h"
 #include "loader/rule_compiler.h"
 
 namespace {

@@ -10,7 +10,7 @@
 
 #include "loader/attach_record.h"
 #include "loader/class_config.h"
-#include "loader/config.h"
+#include "loader/plan.h"
 #include "loader/device.h"
 #include "loader/fd.h"
 #include "loader/maps.h"

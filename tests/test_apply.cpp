@@ -13,7 +13,7 @@
 #include "cli/config_file.h"
 #include "cli/config_schema.h"
 #include "loader/cgroup.h"
-#include "loader/config.h"
+#include "loader/plan.h"
 #include "loader/device.h"
 #include "loader/error.h"
 #include "netns.h"

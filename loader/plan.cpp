@@ -1,4 +1,4 @@
-#include "loader/config.h"
+#include "loader/plan.h"
 
 #include <algorithm>
 #include <map>
@@ -148,6 +148,40 @@ std::vector<ConfigStep> plan_config(const ShaperConfig& current, const ShaperCon
         steps.push_back(step);
     }
     return steps;
+}
+
+
+std::string describe_rule(const RuleSpec& rule)
+{
+    return "class " + std::to_string(rule.class_id) + " " + format_rule_match(rule);
+}
+
+std::string describe_step(const ConfigStep& step, uint32_t mode)
+{
+    using Kind = ConfigStep::Kind;
+    if (!step.shown)
+        return "";
+    auto id = [](uint32_t v) { return v ? std::to_string(v) : std::string("none"); };
+    switch (step.kind) {
+    case Kind::SetDefault:
+        return "~ default class " + id(step.old_default) + " -> " + id(step.new_default);
+    case Kind::AddClass:
+        return "+ class " + std::to_string(step.after.id) + " " + class_summary(step.after, mode);
+    case Kind::ChangeClass:
+        return "~ class " + std::to_string(step.after.id) + " " + class_changes(step.before, step.after);
+    case Kind::DeleteClass:
+        return "- class " + std::to_string(step.before.id);
+    case Kind::PutRule:
+        if (step.old_rule.pref)
+            return "~ rule " + std::to_string(step.new_rule.pref) + " " + describe_rule(step.old_rule) +
+                   " -> " + describe_rule(step.new_rule);
+        return "+ rule " + std::to_string(step.new_rule.pref) + " " + describe_rule(step.new_rule);
+    case Kind::RemoveRule:
+        return "- rule " + std::to_string(step.old_rule.pref);
+    case Kind::PublishRules:
+        return "";
+    }
+    return "";
 }
 
 }  // namespace shaperctl
