@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "config_file.h"
+#include "loader/plan.h"
 #include "loader/device.h"
 #include "loader/error.h"
 #include "loader/shaper.h"

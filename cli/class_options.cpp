@@ -27,16 +27,8 @@ void add_rule_options(CLI::App* cmd, RuleArgs& a)
 {
     cmd->add_option("--class", a.class_id, "class id")->required();
     cmd->add_option("--pref", a.pref, "precedence, 1 = first; unique per device")->required();
-    cmd->add_option("--src", a.src, "source CIDR (10.0.0.0/8, 2001:db8::/32)");
-    cmd->add_option("--dst", a.dst, "destination CIDR");
-    cmd->add_option("--proto", a.proto, "tcp, udp, icmp, icmpv6, sctp, gre or a number");
-    cmd->add_option("--sport", a.sport, "source port or range P-Q");
-    cmd->add_option("--dport", a.dport, "destination port or range P-Q");
-    cmd->add_option("--mark", a.mark, "firewall mark V[/MASK]");
-    cmd->add_option("--cgroup", a.cgroup, "cgroup v2 path: the cgroup and its descendants (local sockets)");
-    cmd->add_option("--priority", a.priority, "skb priority: N, or MAJ:MIN as tc writes classids");
-    cmd->add_option("--dscp", a.dscp, "DSCP code point 0 to 63");
-    cmd->add_option("--vlan", a.vlan, "outermost VLAN id 1 to 4094");
+    for (const RuleField& f : rule_fields())
+        cmd->add_option(std::string("--") + f.name, a.match(f.name), f.help);
 }
 
 }  // namespace shaperctl

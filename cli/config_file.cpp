@@ -1,6 +1,5 @@
 #include "config_file.h"
 
-#include <arpa/inet.h>
 #include <net/if.h>
 #include <sys/stat.h>
 
@@ -19,7 +18,8 @@
 #include "loader/error.h"
 #include "loader/mode.h"
 #include "loader/rule_compiler.h"
-#include "rule_args.h"
+#include "loader/rule_spec.h"
+#include "json_read.h"
 #include "units.h"
 
 namespace shaperctl {
@@ -29,128 +29,6 @@ using json = nlohmann::json;
 using ojson = nlohmann::ordered_json;
 
 constexpr int kFormatVersion = 1;
-
-[[noreturn]] void fail(const std::string& path, const std::string& message)
-{
-    throw Error(path + ": " + message);
-}
-
-// Runs a parser of the CLI's; its one-line error gets the JSON path in front.
-template <class F>
-auto at(const std::string& path, F&& parse)
-{
-    try {
-        return parse();
-    } catch (const Error& e) {
-        fail(path, e.what());
-    }
-}
-
-// The path of an object's member: "devices[0].rate", or ["a key"] where the key is not a plain
-// word (empty, a dot, a bracket, ...), so that any message's path ends at its ": ".
-std::string member_path(const std::string& parent, const std::string& key)
-{
-    const bool word = !key.empty() && !std::isdigit(uint8_t(key[0])) &&
-                      std::all_of(key.begin(), key.end(), [](char c) { return std::isalnum(uint8_t(c)) || c == '_'; });
-    if (!word)
-        return parent + "[" + json(key).dump() + "]";
-    return parent.empty() ? key : parent + "." + key;
-}
-
-// Builds the JSON value (nlohmann's own SAX-to-DOM builder underneath) and refuses a key
-// repeated in one object (the plain parser keeps the last one silently), naming its path. One
-// pass: nlohmann's callback parser rescans the enclosing array after every object, quadratic in
-// a file of 100,000 classes, and a separate check pass costs a second parse.
-class DuplicateKeyCheck {
-public:
-    explicit DuplicateKeyCheck(json& out) : dom_(out, true) {}
-    bool null() { return element() && dom_.null(); }
-    bool boolean(bool v) { return element() && dom_.boolean(v); }
-    bool number_integer(json::number_integer_t v) { return element() && dom_.number_integer(v); }
-    bool number_unsigned(json::number_unsigned_t v) { return element() && dom_.number_unsigned(v); }
-    bool number_float(json::number_float_t v, const std::string& s) { return element() && dom_.number_float(v, s); }
-    bool string(std::string& v) { return element() && dom_.string(v); }
-    bool binary(json::binary_t& v) { return element() && dom_.binary(v); }
-    bool start_object(size_t n) { return open(false) && dom_.start_object(n); }
-    bool start_array(size_t n) { return open(true) && dom_.start_array(n); }
-    bool end_object() { return close() && dom_.end_object(); }
-    bool end_array() { return close() && dom_.end_array(); }
-    bool key(std::string& key)
-    {
-        Frame& f = frames_.back();
-        f.key = key;
-        if (!f.keys.insert(key).second)
-            fail(member_path(path_to(frames_.size() - 1), key), "key given twice");
-        return dom_.key(key);
-    }
-    // Throws the parse error, as json::parse does.
-    bool parse_error(size_t at, const std::string& token, const json::exception& e)
-    {
-        return dom_.parse_error(at, token, e);
-    }
-
-private:
-    struct Frame {
-        bool array = false;
-        long index = -1;
-        std::string key;
-        std::set<std::string> keys;
-    };
-    bool element()
-    {
-        if (!frames_.empty() && frames_.back().array)
-            frames_.back().index++;
-        return true;
-    }
-    bool open(bool array)
-    {
-        element();
-        frames_.push_back({array});
-        return true;
-    }
-    bool close()
-    {
-        frames_.pop_back();
-        return true;
-    }
-    std::string path_to(size_t frames_used) const
-    {
-        std::string path;
-        for (size_t i = 0; i < frames_used; i++) {
-            const Frame& f = frames_[i];
-            path = f.array ? path + "[" + std::to_string(f.index) + "]" : member_path(path, f.key);
-        }
-        return path;
-    }
-    std::vector<Frame> frames_;
-    nlohmann::detail::json_sax_dom_parser<json> dom_;
-};
-
-// JSON text into a value, refusing a key repeated in one object. Parse errors keep nlohmann's
-// line and column.
-json parse_json(const std::string& text)
-{
-    try {
-        json value;
-        DuplicateKeyCheck builder(value);
-        json::sax_parse(text, &builder);
-        return value;
-    } catch (const json::exception& e) {  // parse_error, or out_of_range for a number like 1e400
-        std::string what = e.what();
-        if (auto bracket = what.find("] "); what.starts_with("[json.exception") && bracket != std::string::npos)
-            what = what.substr(bracket + 2);
-        std::replace(what.begin(), what.end(), '\n', ' ');
-        // The token it stopped at is quoted whole, 8 bytes for each control character: keep its
-        // start, so that a long run of garbage gives a short message.
-        constexpr size_t kTokenShown = 40;
-        if (auto token = what.find("; last read: '"); token != std::string::npos) {
-            token += std::strlen("; last read: '");
-            if (what.size() > token + kTokenShown + 1)
-                what = what.substr(0, token + kTokenShown) + "...'";
-        }
-        throw Error("not valid JSON: " + what);
-    }
-}
 
 std::string join(const std::vector<std::string>& words, const std::string& separator)
 {
@@ -169,111 +47,6 @@ void check_keys(const json& object, const std::string& path, const std::string& 
         if (std::find(keys.begin(), keys.end(), key) == keys.end())
             fail(member_path(path, key),
                  "unknown key (" + kind + " keys: " + join(keys, ", ") + ")");
-}
-
-const char* type_name(const json& v)
-{
-    return v.type_name();
-}
-
-std::string get_string(const json& v, const std::string& path, const std::string& example)
-{
-    if (!v.is_string())
-        fail(path, std::string("expected a string such as ") + example + ", not " +
-                       (v.is_number() ? "the number " + v.dump() : std::string("a ") + type_name(v)));
-    return v.get<std::string>();
-}
-
-int64_t get_int(const json& v, const std::string& path, int64_t min, int64_t max)
-{
-    const std::string range = std::to_string(min) + " to " + std::to_string(max);
-    if (!v.is_number_integer())
-        fail(path, "expected an integer (" + range + "), not " +
-                       (v.is_number() ? v.dump() : std::string("a ") + type_name(v)));
-    const bool too_big = v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX);
-    if (too_big || v.get<int64_t>() > max || v.get<int64_t>() < min)
-        fail(path, v.dump() + " is out of range (" + range + ")");
-    return v.get<int64_t>();
-}
-
-uint64_t get_rate(const json& v, const std::string& path)
-{
-    const std::string text = get_string(v, path, "\"20mbit\"");
-    return at(path, [&] { return parse_rate(text); });
-}
-
-uint64_t get_time(const json& v, const std::string& path)
-{
-    const std::string text = get_string(v, path, "\"5ms\"");
-    return at(path, [&] { return parse_time(text); });
-}
-
-// A size as the CLI takes it ("64kb", "1500b") or a number of bytes.
-uint64_t get_size(const json& v, const std::string& path, uint64_t max)
-{
-    if (v.is_number_integer())
-        return uint64_t(get_int(v, path, 0, int64_t(max)));
-    const std::string text = get_string(v, path, "\"64kb\"");
-    return at(path, [&] { return parse_size(text, max); });
-}
-
-bool get_switch(const json& v, const std::string& path, const char* on, const char* off)
-{
-    if (v.is_boolean())
-        return v.get<bool>();
-    const std::string text = get_string(v, path, std::string("\"") + on + "\" or \"" + off + "\"");
-    if (text == on)
-        return true;
-    if (text == off)
-        return false;
-    fail(path, "bad value \"" + text + "\" (use " + on + " or " + off + ")");
-}
-
-// A number or its text: ports ("80", "80-90", 80), marks, priorities, protocols.
-std::string text_or_number(const json& v, const std::string& path, const std::string& example)
-{
-    if (v.is_number_integer())
-        return v.dump();
-    return get_string(v, path, example);
-}
-
-std::string address_text(uint8_t family, const uint8_t* addr, uint8_t plen)
-{
-    char buf[INET6_ADDRSTRLEN] = {};
-    inet_ntop(family == 4 ? AF_INET : AF_INET6, addr, buf, sizeof buf);
-    return std::string(buf) + "/" + std::to_string(plen);
-}
-
-std::string port_text(uint16_t lo, uint16_t hi)
-{
-    return lo == hi ? std::to_string(lo) : std::to_string(lo) + "-" + std::to_string(hi);
-}
-
-const char* proto_name(uint8_t proto)
-{
-    switch (proto) {
-    case 6: return "tcp";
-    case 17: return "udp";
-    case 1: return "icmp";
-    case 58: return "icmpv6";
-    case 132: return "sctp";
-    case 47: return "gre";
-    }
-    return nullptr;
-}
-
-std::string hex(uint32_t value)
-{
-    char buf[16];
-    std::snprintf(buf, sizeof buf, "0x%x", value);
-    return buf;
-}
-
-std::string priority_text(uint32_t priority)
-{
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%x:%x", priority >> 16, priority & 0xffff);
-    return buf;
 }
 
 // A value of a class field, as the file may write it (a size also as a number of bytes, a switch
@@ -303,6 +76,23 @@ ojson class_field_json(const ClassField& f, int64_t value)
     return field_text(f, value);
 }
 
+// A match as dump writes it: as the command line writes it, numbers as numbers (dscp, vlan, a
+// protocol without a name), a cgroup by path, or by id and level where no path is found.
+ojson rule_field_json(const RuleSpec& r, const RuleField& f, const CgroupNames& cgroups)
+{
+    if (f.kind == MatchKind::Cgroup) {
+        const std::string path = cgroups.path_of(r.cgroup->id, r.cgroup->level);
+        if (!path.empty())
+            return path;
+        return {{"id", r.cgroup->id}, {"level", r.cgroup->level}};
+    }
+    const std::string text = match_text(r, f);
+    if ((f.kind == MatchKind::Int || f.kind == MatchKind::Proto) &&
+        text.find_first_not_of("0123456789") == std::string::npos)
+        return std::stoull(text);
+    return text;
+}
+
 // A class of the device at `device_path` ("devices[0]"), whose mode and fq options are parsed.
 ClassSpec parse_class(const json& j, const std::string& path, const std::string& device_path,
                       const ShaperConfig& device)
@@ -329,91 +119,48 @@ ClassSpec parse_class(const json& j, const std::string& path, const std::string&
     return spec;
 }
 
-shaper_rule parse_rule_json(const json& j, const std::string& path, const CgroupNames& cgroups)
+// A cgroup by id, as dump shows one it cannot find a path for.
+CgroupMatch cgroup_by_id(const json& cg, const std::string& path)
+{
+    check_keys(cg, path, "cgroup");
+    if (!cg.contains("id") || !cg.contains("level"))
+        fail(path, "a cgroup by id needs \"id\" and \"level\"");
+    if (!cg["id"].is_number_unsigned() || cg["id"].get<uint64_t>() == 0)
+        fail(path + ".id", "expected a cgroup id (a positive integer)");
+    return {cg["id"].get<uint64_t>(), uint32_t(get_int(cg["level"], path + ".level", 0, 1000))};
+}
+
+RuleSpec parse_rule_json(const json& j, const std::string& path, const CgroupNames& cgroups)
 {
     check_keys(j, path, "rule");
     for (const char* required : {"pref", "class"})
         if (!j.contains(required))
             fail(path, std::string("\"") + required + "\" is required");
-    shaper_rule r{};
+    RuleSpec r;
     r.pref = uint32_t(get_int(j["pref"], path + ".pref", 1, SHAPER_PREF_NONE - 1));
     r.class_id = uint32_t(get_int(j["class"], path + ".class", 1, SHAPER_LIMIT_MAX_CLASSES - 1));
-    for (const char* side : {"src", "dst"}) {
-        if (!j.contains(side))
+    const auto resolve = [&](const std::string& text) { return cgroups.resolve(text); };
+    for (const RuleField& f : rule_fields()) {
+        if (!j.contains(f.name))
             continue;
-        const std::string p = path + "." + side;
-        const std::string text = get_string(j[side], p, "\"10.0.0.0/8\"");
-        const Cidr cidr = at(p, [&] {
-            return parse_cidr(text, std::strcmp(side, "src") == 0 ? "source CIDR" : "destination CIDR");
-        });
-        if (r.family && r.family != cidr.family)
-            fail(p, "src and dst must both be IPv4 or both IPv6");
-        r.family = cidr.family;
-        const bool src = std::strcmp(side, "src") == 0;
-        r.fields |= src ? SHAPER_RULE_F_SRC : SHAPER_RULE_F_DST;
-        std::memcpy(src ? r.src : r.dst, cidr.addr, 16);
-        (src ? r.src_plen : r.dst_plen) = cidr.plen;
-    }
-    if (j.contains("proto")) {
-        const std::string text = text_or_number(j["proto"], path + ".proto", "\"tcp\"");
-        r.proto = at(path + ".proto", [&] { return parse_proto(text); });
-        r.fields |= SHAPER_RULE_F_PROTO;
-    }
-    if (j.contains("sport")) {
-        const std::string text = text_or_number(j["sport"], path + ".sport", "\"80\" or \"1024-65535\"");
-        std::tie(r.sport_lo, r.sport_hi) = at(path + ".sport", [&] { return parse_port_range(text, "source port"); });
-        r.fields |= SHAPER_RULE_F_SPORT;
-    }
-    if (j.contains("dport")) {
-        const std::string text = text_or_number(j["dport"], path + ".dport", "\"80\" or \"1024-65535\"");
-        std::tie(r.dport_lo, r.dport_hi) = at(path + ".dport", [&] { return parse_port_range(text, "destination port"); });
-        r.fields |= SHAPER_RULE_F_DPORT;
-    }
-    if ((r.fields & SHAPER_RULE_F_PORTS) && (r.fields & SHAPER_RULE_F_PROTO) && r.proto != 6 &&
-        r.proto != 17 && r.proto != 132)
-        fail(path, "ports only exist for tcp, udp and sctp");
-    if (j.contains("mark")) {
-        const std::string text = text_or_number(j["mark"], path + ".mark", "\"0x10/0xff\"");
-        std::tie(r.mark, r.mark_mask) = at(path + ".mark", [&] { return parse_mark(text); });
-        r.fields |= SHAPER_RULE_F_MARK;
-    }
-    if (j.contains("cgroup")) {
-        const std::string p = path + ".cgroup";
-        const json& cg = j["cgroup"];
-        if (cg.is_object()) {  // a cgroup by id, as dump shows one it cannot find a path for
-            check_keys(cg, p, "cgroup");
-            if (!cg.contains("id") || !cg.contains("level"))
-                fail(p, "a cgroup by id needs \"id\" and \"level\"");
-            if (!cg["id"].is_number_unsigned() || cg["id"].get<uint64_t>() == 0)
-                fail(p + ".id", "expected a cgroup id (a positive integer)");
-            r.cgroup_id = cg["id"].get<uint64_t>();
-            r.cgroup_level = uint32_t(get_int(cg["level"], p + ".level", 0, 1000));
-        } else {
-            const std::string text = get_string(cg, p, "\"/system.slice/nginx.service\"");
-            const CgroupRef ref = at(p, [&] { return cgroups.resolve(text); });
-            r.cgroup_id = ref.id;
-            r.cgroup_level = ref.level;
+        const std::string p = path + "." + f.name;
+        const json& v = j[f.name];
+        if (f.kind == MatchKind::Cgroup && v.is_object()) {
+            r.cgroup = cgroup_by_id(v, p);
+            continue;
         }
-        r.fields |= SHAPER_RULE_F_CGROUP;
+        // Text as the command line takes it; numbers where the command line takes digits.
+        const std::string text = f.kind == MatchKind::Int ? std::to_string(get_int(v, p, f.min, f.max))
+                                 : f.kind == MatchKind::Cidr || f.kind == MatchKind::Cgroup
+                                     ? get_string(v, p, f.example)
+                                     : text_or_number(v, p, f.example);
+        at(p, [&] {
+            set_match(r, f, text, "", resolve);
+            return 0;
+        });
     }
-    if (j.contains("priority")) {
-        const std::string text = text_or_number(j["priority"], path + ".priority", "\"1:10\"");
-        r.priority = at(path + ".priority", [&] { return parse_priority(text); });
-        r.fields |= SHAPER_RULE_F_PRIORITY;
-    }
-    if (j.contains("dscp")) {
-        r.dscp = uint8_t(get_int(j["dscp"], path + ".dscp", 0, 63));
-        r.fields |= SHAPER_RULE_F_DSCP;
-    }
-    if (j.contains("vlan")) {
-        r.vlan = uint16_t(get_int(j["vlan"], path + ".vlan", 1, 4094));
-        r.fields |= SHAPER_RULE_F_VLAN;
-    }
-    if (!r.fields)
-        fail(path, "a rule needs at least one match (src, dst, proto, sport, dport, mark, cgroup, "
-                   "priority, dscp, vlan); for every packet use default_class");
     at(path, [&] {
-        validate_rule(r);
+        check_matches(r, "", "default_class");
         return 0;
     });
     return r;
@@ -500,23 +247,24 @@ ConfigDevice parse_device(const json& j, const std::string& path, const CgroupNa
             fail(path + ".rules", std::to_string(rules.size()) + " rules (at most " +
                                       std::to_string(SHAPER_MAX_RULES) + ")");
         std::map<uint32_t, size_t> prefs;
+        std::vector<shaper_rule> compiled;  // the datapath's own checks, of each and of the set
+        std::vector<uint32_t> slots;
         for (size_t i = 0; i < rules.size(); i++) {
             const std::string p = path + ".rules[" + std::to_string(i) + "]";
-            shaper_rule r = parse_rule_json(rules[i], p, cgroups);
+            RuleSpec r = parse_rule_json(rules[i], p, cgroups);
             if (auto it = prefs.find(r.pref); it != prefs.end())
                 fail(p + ".pref", "pref " + std::to_string(r.pref) + " is given twice (also " + path +
                                       ".rules[" + std::to_string(it->second) + "])");
             prefs[r.pref] = i;
             known_class(r.class_id, p + ".class");
+            slots.push_back(uint32_t(compiled.size()));
+            compiled.push_back(at(p, [&] { return compile_rule(r); }));
             c.rules.push_back(r);
         }
         std::sort(c.rules.begin(), c.rules.end(),
-                  [](const shaper_rule& a, const shaper_rule& b) { return a.pref < b.pref; });
-        std::vector<uint32_t> slots(c.rules.size());
-        for (size_t i = 0; i < slots.size(); i++)
-            slots[i] = uint32_t(i);
-        if (!c.rules.empty())
-            at(path + ".rules", [&] { return compile_rules(c.rules, slots, 0).tuples.size(); });
+                  [](const RuleSpec& a, const RuleSpec& b) { return a.pref < b.pref; });
+        if (!compiled.empty())
+            at(path + ".rules", [&] { return compile_rules(compiled, slots, 0).tuples.size(); });
     }
     return d;
 }
@@ -579,39 +327,6 @@ ConfigFile load_config(const std::string& path)
     }
 }
 
-std::string cgroup_path_of(uint64_t id, uint32_t level)
-{
-    namespace fs = std::filesystem;
-    const std::string root = cgroup2_root();
-    if (root.empty())
-        return "";
-    struct stat st {};
-    if (level == 0)
-        return stat(root.c_str(), &st) == 0 && st.st_ino == id ? "/" : "";
-    std::error_code ec;
-    fs::recursive_directory_iterator it(root, fs::directory_options::skip_permission_denied, ec), end;
-    for (; !ec && it != end; it.increment(ec)) {
-        if (!it->is_directory(ec))
-            continue;
-        const uint32_t depth = uint32_t(it.depth()) + 1;
-        if (depth >= level)
-            it.disable_recursion_pending();
-        if (depth == level && stat(it->path().c_str(), &st) == 0 && st.st_ino == id)
-            return it->path().string().substr(root.size());
-    }
-    return "";
-}
-
-const CgroupNames& host_cgroups()
-{
-    struct Host : CgroupNames {
-        CgroupRef resolve(const std::string& path) const override { return resolve_cgroup(path); }
-        std::string path_of(uint64_t id, uint32_t level) const override { return cgroup_path_of(id, level); }
-    };
-    static const Host host;
-    return host;
-}
-
 ojson config_json(const std::vector<std::pair<std::string, ShaperConfig>>& devices, const CgroupNames& cgroups)
 {
     ojson list = ojson::array();
@@ -638,39 +353,13 @@ ojson config_json(const std::vector<std::pair<std::string, ShaperConfig>>& devic
         }
         d["classes"] = classes;
         ojson rules = ojson::array();
-        for (const shaper_rule& r : c.rules) {
+        for (const RuleSpec& r : c.rules) {
             ojson k;
             k["pref"] = r.pref;
             k["class"] = r.class_id;
-            if (r.fields & SHAPER_RULE_F_SRC)
-                k["src"] = address_text(r.family, r.src, r.src_plen);
-            if (r.fields & SHAPER_RULE_F_DST)
-                k["dst"] = address_text(r.family, r.dst, r.dst_plen);
-            if (r.fields & SHAPER_RULE_F_PROTO) {
-                if (const char* name = proto_name(r.proto))
-                    k["proto"] = name;
-                else
-                    k["proto"] = r.proto;
-            }
-            if (r.fields & SHAPER_RULE_F_SPORT)
-                k["sport"] = port_text(r.sport_lo, r.sport_hi);
-            if (r.fields & SHAPER_RULE_F_DPORT)
-                k["dport"] = port_text(r.dport_lo, r.dport_hi);
-            if (r.fields & SHAPER_RULE_F_MARK)
-                k["mark"] = hex(r.mark) + "/" + hex(r.mark_mask);
-            if (r.fields & SHAPER_RULE_F_CGROUP) {
-                const std::string path = cgroups.path_of(r.cgroup_id, r.cgroup_level);
-                if (!path.empty())
-                    k["cgroup"] = path;
-                else
-                    k["cgroup"] = {{"id", r.cgroup_id}, {"level", r.cgroup_level}};
-            }
-            if (r.fields & SHAPER_RULE_F_PRIORITY)
-                k["priority"] = priority_text(r.priority);
-            if (r.fields & SHAPER_RULE_F_DSCP)
-                k["dscp"] = r.dscp;
-            if (r.fields & SHAPER_RULE_F_VLAN)
-                k["vlan"] = r.vlan;
+            for (const RuleField& f : rule_fields())
+                if (has_match(r, f))
+                    k[f.name] = rule_field_json(r, f, cgroups);
             rules.push_back(k);
         }
         d["rules"] = rules;
@@ -680,39 +369,6 @@ ojson config_json(const std::vector<std::pair<std::string, ShaperConfig>>& devic
     out["version"] = kFormatVersion;
     out["devices"] = list;
     return out;
-}
-
-std::string describe_rule(const shaper_rule& rule)
-{
-    return "class " + std::to_string(rule.class_id) + " " + format_rule_match(rule);
-}
-
-std::string describe_step(const ConfigStep& step, uint32_t mode)
-{
-    using Kind = ConfigStep::Kind;
-    if (!step.shown)
-        return "";
-    auto id = [](uint32_t v) { return v ? std::to_string(v) : std::string("none"); };
-    switch (step.kind) {
-    case Kind::SetDefault:
-        return "~ default class " + id(step.old_default) + " -> " + id(step.new_default);
-    case Kind::AddClass:
-        return "+ class " + std::to_string(step.after.id) + " " + class_summary(step.after, mode);
-    case Kind::ChangeClass:
-        return "~ class " + std::to_string(step.after.id) + " " + class_changes(step.before, step.after);
-    case Kind::DeleteClass:
-        return "- class " + std::to_string(step.before.id);
-    case Kind::PutRule:
-        if (step.old_rule.pref)
-            return "~ rule " + std::to_string(step.new_rule.pref) + " " + describe_rule(step.old_rule) +
-                   " -> " + describe_rule(step.new_rule);
-        return "+ rule " + std::to_string(step.new_rule.pref) + " " + describe_rule(step.new_rule);
-    case Kind::RemoveRule:
-        return "- rule " + std::to_string(step.old_rule.pref);
-    case Kind::PublishRules:
-        return "";
-    }
-    return "";
 }
 
 }  // namespace shaperctl

@@ -34,19 +34,6 @@ struct ConfigFile {
 // Keys each object of the file accepts (the schema lists the same).
 const std::vector<std::string>& config_keys(const std::string& object);  // "file" "device" "fq" "class" "rule" "cgroup"
 
-// How the file names cgroups: by path, each one mapped to the id and level the rules match on.
-// host_cgroups() looks them up on this machine's cgroup2 hierarchy; a test or the fuzzer passes
-// its own so that parsing never touches the filesystem.
-class CgroupNames {
-public:
-    virtual ~CgroupNames() = default;
-    // Error when there is no such cgroup.
-    virtual CgroupRef resolve(const std::string& path) const = 0;
-    // The path of a cgroup id at a level, "" when none is found.
-    virtual std::string path_of(uint64_t id, uint32_t level) const = 0;
-};
-const CgroupNames& host_cgroups();  // resolve_cgroup() and cgroup_path_of()
-
 ConfigFile parse_config(const std::string& text, const CgroupNames& cgroups = host_cgroups());
 // Reads and parses a file; errors are prefixed with its name.
 ConfigFile load_config(const std::string& path);
@@ -54,17 +41,5 @@ ConfigFile load_config(const std::string& path);
 // The file form of devices' configurations (what dump prints; apply of it changes nothing).
 nlohmann::ordered_json config_json(const std::vector<std::pair<std::string, ShaperConfig>>& devices,
                                    const CgroupNames& cgroups = host_cgroups());
-
-// The diff line of a step ("+ class 3 rate 5mbit", "~ class 1 rate 20mbit -> 30mbit",
-// "- rule 20"); "" for internal steps. `mode` gives the default horizon, left out of new
-// classes' lines.
-std::string describe_step(const ConfigStep& step, uint32_t mode);
-
-// "src 10.0.0.0/8 proto tcp": a rule's class and matches, as a diff names them.
-std::string describe_rule(const shaper_rule& rule);
-
-// The cgroup v2 path (relative to the cgroup2 mount, "/a/b") of a cgroup id at a level, "" when
-// none is found.
-std::string cgroup_path_of(uint64_t id, uint32_t level);
 
 }  // namespace shaperctl

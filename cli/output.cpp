@@ -9,7 +9,7 @@
 #include "loader/class_spec.h"
 #include "loader/egress_hook.h"
 #include "loader/mode.h"
-#include "rule_args.h"
+#include "loader/rule_spec.h"
 #include "units.h"
 
 namespace shaperctl {

@@ -1,34 +1,24 @@
-// The matchers of add-rule as typed, into the datapath's rule form, and back to text.
+// add-rule's options as typed, into a rule (loader/rule_spec.h).
 #pragma once
 
-#include <optional>
 #include <string>
+#include <string_view>
 
-#include "shaper_abi.h"
+#include "loader/rule_spec.h"
 
 namespace shaperctl {
 
+// The text of each option, "" when not given (named so that tests can write them out).
 struct RuleArgs {
     std::string pref, class_id, src, dst, proto, sport, dport, mark, cgroup, priority, dscp, vlan;
+
+    // The text of the match field of that name (rule_fields()).
+    std::string& match(std::string_view name);
+    const std::string& match(std::string_view name) const { return const_cast<RuleArgs*>(this)->match(name); }
 };
 
 // Parses and checks every given field; one-line Error naming the bad token. The cgroup path is
 // resolved against the cgroup2 hierarchy.
-shaper_rule parse_rule(const RuleArgs& args);
-
-// "dst 10.0.0.0/24 proto tcp dport 80-90", as status shows a rule.
-std::string format_rule_match(const shaper_rule& rule);
-
-// Parsers for single fields (also used by the config file).
-struct Cidr {
-    uint8_t family = 0;  // 4 or 6
-    uint8_t addr[16] = {};
-    uint8_t plen = 0;
-};
-Cidr parse_cidr(const std::string& text, const char* what);
-std::pair<uint16_t, uint16_t> parse_port_range(const std::string& text, const char* what);
-uint8_t parse_proto(const std::string& text);
-std::pair<uint32_t, uint32_t> parse_mark(const std::string& text);  // value, mask
-uint32_t parse_priority(const std::string& text);
+RuleSpec parse_rule(const RuleArgs& args);
 
 }  // namespace shaperctl

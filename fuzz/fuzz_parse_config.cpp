@@ -18,6 +18,7 @@
 
 #include "common.h"
 #include "config_file.h"
+#include "loader/plan.h"
 #include "loader/rule_compiler.h"
 
 namespace {
@@ -147,8 +148,9 @@ void check_valid(std::string_view input, const ConfigFile& file)
         if (c.default_class && !parents.count(c.default_class))
             bad(d.path, "default class " + std::to_string(c.default_class) + " missing");
         std::vector<uint32_t> slots;
+        std::vector<shaper_rule> compiled;
         for (size_t i = 0; i < c.rules.size(); i++) {
-            const shaper_rule& r = c.rules[i];
+            const shaperctl::RuleSpec& r = c.rules[i];
             const std::string who = d.path + " rule " + std::to_string(r.pref);
             if (i && r.pref <= c.rules[i - 1].pref)
                 bad(who, "rules not in ascending, unique pref order");
@@ -156,14 +158,14 @@ void check_valid(std::string_view input, const ConfigFile& file)
                 bad(who, "class " + std::to_string(r.class_id) + " missing");
             std::string why;
             if (!fuzz::accepts_checked(input, [](std::string_view) {}, &why,
-                                       [&] { return (shaperctl::validate_rule(r), 0); }))
-                bad(who, "validate_rule refuses it: " + why);
+                                       [&] { return (compiled.push_back(shaperctl::compile_rule(r)), 0); }))
+                bad(who, "compile_rule refuses it: " + why);
             slots.push_back(uint32_t(i));
         }
         std::string why;
         if (!c.rules.empty() &&
             !fuzz::accepts_checked(input, [](std::string_view) {}, &why,
-                                   [&] { return shaperctl::compile_rules(c.rules, slots, 1).tuples.size(); }))
+                                   [&] { return shaperctl::compile_rules(compiled, slots, 1).tuples.size(); }))
             bad(d.path, "compile_rules refuses the rules: " + why);
     }
 }
@@ -182,11 +184,8 @@ bool same_config(const ShaperConfig& a, const ShaperConfig& b)
 {
     if (a.mode != b.mode || a.fq.horizon_ns != b.fq.horizon_ns || a.fq.horizon_drop != b.fq.horizon_drop ||
         a.fq.flow_limit != b.fq.flow_limit || a.fq.limit != b.fq.limit || a.max_classes != b.max_classes ||
-        a.default_class != b.default_class || a.classes != b.classes || a.rules.size() != b.rules.size())
+        a.default_class != b.default_class || a.classes != b.classes || a.rules != b.rules)
         return false;
-    for (size_t i = 0; i < a.rules.size(); i++)
-        if (!shaperctl::same_rule(a.rules[i], b.rules[i]))
-            return false;
     return true;
 }
 

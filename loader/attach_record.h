@@ -10,6 +10,9 @@
 
 namespace shaperctl {
 
+// The record's file name in a device side's run directory (Device::run_dir).
+inline constexpr const char* kRecordFile = "attach.json";
+
 struct AttachRecord {
     std::string device;  // the name at attach time
     int ifindex = 0;

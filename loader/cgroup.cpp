@@ -6,6 +6,7 @@
 #include <sys/vfs.h>
 
 #include <cerrno>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -52,6 +53,39 @@ CgroupRef resolve_cgroup(const std::string& path)
         if (full[i] == '/')
             ref.level++;
     return ref;
+}
+
+std::string cgroup_path_of(uint64_t id, uint32_t level)
+{
+    namespace fs = std::filesystem;
+    const std::string root = cgroup2_root();
+    if (root.empty())
+        return "";
+    struct stat st {};
+    if (level == 0)
+        return stat(root.c_str(), &st) == 0 && st.st_ino == id ? "/" : "";
+    std::error_code ec;
+    fs::recursive_directory_iterator it(root, fs::directory_options::skip_permission_denied, ec), end;
+    for (; !ec && it != end; it.increment(ec)) {
+        if (!it->is_directory(ec))
+            continue;
+        const uint32_t depth = uint32_t(it.depth()) + 1;
+        if (depth >= level)
+            it.disable_recursion_pending();
+        if (depth == level && stat(it->path().c_str(), &st) == 0 && st.st_ino == id)
+            return it->path().string().substr(root.size());
+    }
+    return "";
+}
+
+const CgroupNames& host_cgroups()
+{
+    struct Host : CgroupNames {
+        CgroupRef resolve(const std::string& path) const override { return resolve_cgroup(path); }
+        std::string path_of(uint64_t id, uint32_t level) const override { return cgroup_path_of(id, level); }
+    };
+    static const Host host;
+    return host;
 }
 
 }  // namespace shaperctl

@@ -98,4 +98,9 @@ std::string Device::current_name() const
     return if_indextoname(ifindex, name) ? std::string(name) : std::string();
 }
 
+std::string dev_prefix(const Device& device)
+{
+    return "dev " + device.name + (device.direction == Direction::Ingress ? " ingress: " : ": ");
+}
+
 }  // namespace shaperctl

@@ -49,4 +49,7 @@ uint64_t current_netns();
 // its mount namespace: the pins stay on the host's bpffs.
 void enter_netns(const std::string& name);
 
+// "dev eth0: ", the start of an error about the device.
+std::string dev_prefix(const Device& device);
+
 }  // namespace shaperctl

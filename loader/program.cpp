@@ -3,11 +3,14 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include <array>
 #include <cerrno>
+#include <cstring>
 #include <string>
 #include <utility>
 
 #include "loader/error.h"
+#include "loader/fd.h"
 #include "loader/kernel_features.h"
 #include "loader/libbpf_log.h"
 #include "shaper.skel.h"
@@ -143,6 +146,40 @@ bool Program::uses_set_tstamp() const { return skel_->rodata->have_set_tstamp; }
 uint32_t pinned_max_classes(const std::string& pin_dir)
 {
     return pinned_max_entries(pin_dir, "shaper_class_config");
+}
+
+namespace {
+
+std::array<uint8_t, BPF_TAG_SIZE> prog_tag(int prog_fd)
+{
+    bpf_prog_info info{};
+    uint32_t len = sizeof info;
+    std::array<uint8_t, BPF_TAG_SIZE> tag{};
+    if (bpf_obj_get_info_by_fd(prog_fd, &info, &len) == 0)
+        std::memcpy(tag.data(), info.tag, tag.size());
+    return tag;
+}
+
+}  // namespace
+
+bool runs_same_program(uint32_t running_id, int prog_fd)
+{
+    Fd running(bpf_prog_get_fd_by_id(running_id));
+    return running && prog_tag(running.get()) == prog_tag(prog_fd);
+}
+
+// As bpftool prints it; "" if the program is gone.
+std::string prog_tag_hex(uint32_t prog_id)
+{
+    Fd prog(bpf_prog_get_fd_by_id(prog_id));
+    if (!prog)
+        return "";
+    std::string hex;
+    for (uint8_t byte : prog_tag(prog.get())) {
+        hex += "0123456789abcdef"[byte >> 4];
+        hex += "0123456789abcdef"[byte & 15];
+    }
+    return hex;
 }
 
 }  // namespace shaperctl

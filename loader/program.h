@@ -43,4 +43,9 @@ private:
 // The class capacity of the maps pinned in pin_dir (fixed when they were made); 0: none pinned.
 uint32_t pinned_max_classes(const std::string& pin_dir);
 
+// Whether the running program `running_id` is the one loaded as `prog_fd` (same instructions).
+bool runs_same_program(uint32_t running_id, int prog_fd);
+// A program's tag as bpftool prints it (which build runs); "" if the program is gone.
+std::string prog_tag_hex(uint32_t prog_id);
+
 }  // namespace shaperctl

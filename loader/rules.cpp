@@ -43,9 +43,9 @@ uint32_t take_free_rule_slot(std::vector<bool>& used)
     return slot;
 }
 
-void add_rule(const ShaperMaps& maps, const shaper_rule& rule)
+void add_rule(const ShaperMaps& maps, const RuleSpec& spec)
 {
-    validate_rule(rule);
+    const shaper_rule rule = compile_rule(spec);
     std::vector<shaper_rule> rules;
     std::vector<uint32_t> slots;
     std::vector<bool> used(SHAPER_MAX_RULES);

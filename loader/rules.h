@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "loader/rule_compiler.h"
+#include "loader/rule_spec.h"
 #include "shaper_abi.h"
 
 namespace shaperctl {
@@ -14,7 +15,7 @@ class ShaperMaps;
 
 // Stores a rule in a free slot and publishes the new set; Error (and nothing changed) for a
 // duplicate pref, a full table, or a set the datapath cannot hold. The class is not checked.
-void add_rule(const ShaperMaps& maps, const shaper_rule& rule);
+void add_rule(const ShaperMaps& maps, const RuleSpec& spec);
 void del_rule(const ShaperMaps& maps, uint32_t pref);
 
 // The lowest slot not `used` (SHAPER_MAX_RULES of them), marked used now; Error when all are.

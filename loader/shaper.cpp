@@ -12,26 +12,20 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <functional>
-#include <map>
-#include <thread>
 
 #include "loader/bpffs.h"
-#include "loader/class_tree.h"
 #include "loader/egress_hook.h"
 #include "loader/libbpf_log.h"
 #include "loader/error.h"
 #include "loader/program.h"
-#include "loader/rules.h"
 
 namespace shaperctl {
 namespace {
 
 constexpr const char* kProgPin = "shaper_egress";
-constexpr const char* kRecordFile = "attach.json";
 constexpr const char* kLockFile = "lock";
 
 // Undo steps of a multi-step change, run in reverse unless the change completes.
@@ -66,36 +60,6 @@ Fd lock_device(const Device& device)
     return lock;
 }
 
-std::array<uint8_t, BPF_TAG_SIZE> prog_tag(int prog_fd)
-{
-    bpf_prog_info info{};
-    uint32_t len = sizeof info;
-    std::array<uint8_t, BPF_TAG_SIZE> tag{};
-    if (bpf_obj_get_info_by_fd(prog_fd, &info, &len) == 0)
-        std::memcpy(tag.data(), info.tag, tag.size());
-    return tag;
-}
-
-bool runs_same_program(uint32_t running_id, int prog_fd)
-{
-    Fd running(bpf_prog_get_fd_by_id(running_id));
-    return running && prog_tag(running.get()) == prog_tag(prog_fd);
-}
-
-// As bpftool prints it; "" if the program is gone.
-std::string prog_tag_hex(uint32_t prog_id)
-{
-    Fd prog(bpf_prog_get_fd_by_id(prog_id));
-    if (!prog)
-        return "";
-    std::string hex;
-    for (uint8_t byte : prog_tag(prog.get())) {
-        hex += "0123456789abcdef"[byte >> 4];
-        hex += "0123456789abcdef"[byte & 15];
-    }
-    return hex;
-}
-
 void pin_program(const Program& program, const std::string& pin_dir)
 {
     const std::string path = pin_dir + "/" + kProgPin;
@@ -104,24 +68,10 @@ void pin_program(const Program& program, const std::string& pin_dir)
         throw Error(errno_message("cannot pin the program at " + path, errno));
 }
 
-std::string dev_prefix(const Device& device)
-{
-    return "dev " + device.name + (device.direction == Direction::Ingress ? " ingress: " : ": ");
-}
-
 // How to attach the side a command addressed.
 std::string attach_hint(const std::string& dev, Direction side)
 {
     return "run shaperctl attach --dev " + dev + (side == Direction::Ingress ? " --ingress" : "");
-}
-
-// Parent of every configured class, for cycle and depth checks.
-ClassParents parents_of(const ShaperMaps& maps)
-{
-    ClassParents parents;
-    for (const auto& [id, config] : maps.class_configs())
-        parents[id] = config.parent_id;
-    return parents;
 }
 
 // The device's pins and record, then the namespace's and the root directories once empty
@@ -415,288 +365,11 @@ AttachOptions Shaper::attach_options() const
     return options;
 }
 
-ShaperConfig Shaper::config() const
-{
-    ShaperConfig config;
-    config.mode = record_.mode;
-    config.fq = record_.fq;
-    config.max_classes = maps_.max_classes();
-    config.default_class = maps_.settings().default_class;
-    for (const auto& [id, stored] : maps_.class_configs())
-        config.classes.push_back(class_spec_from_config(id, stored));
-    for (const RuleStatus& r : rules())
-        config.rules.push_back(r.rule);
-    return config;
-}
-
-void Shaper::apply(const std::vector<ConfigStep>& steps) const
-{
-    using Kind = ConfigStep::Kind;
-    // Rule slots as stored: a changed rule keeps its slot, a new one takes the lowest free.
-    std::map<uint32_t, uint32_t> slot_of;  // pref -> slot
-    std::vector<bool> used(SHAPER_MAX_RULES);
-    bool rules_read = false;
-    auto read_rules = [&] {
-        if (rules_read)
-            return;
-        for (const auto& [slot, rule] : maps_.rules()) {
-            slot_of[rule.pref] = slot;
-            used[slot] = true;
-        }
-        rules_read = true;
-    };
-    std::vector<std::pair<uint32_t, shaper_class_config>> new_classes;
-    for (const ConfigStep& step : steps) {
-        switch (step.kind) {
-        case Kind::SetDefault: {
-            shaper_settings settings = maps_.settings();
-            settings.default_class = step.new_default;
-            maps_.set_settings(settings);
-            break;
-        }
-        case Kind::AddClass:
-            // A new class starts idle, with full credit. Steps in a row are written together.
-            new_classes.push_back({step.after.id, class_config(step.after)});
-            if (&step == &steps.back() || (&step + 1)->kind != Kind::AddClass) {
-                maps_.add_classes(new_classes);
-                new_classes.clear();
-            }
-            break;
-        case Kind::ChangeClass:
-            // The clock stays (a higher rate rescales its backlog): no free burst, no stall.
-            maps_.change_class(step.after.id, class_config(step.after));
-            break;
-        case Kind::DeleteClass:
-            maps_.erase_class(step.before.id);
-            break;
-        case Kind::PutRule: {
-            read_rules();
-            validate_rule(step.new_rule);
-            check_rule_side(step.new_rule);
-            uint32_t slot = 0;
-            if (auto it = slot_of.find(step.new_rule.pref); it != slot_of.end()) {
-                slot = it->second;
-            } else {
-                slot = take_free_rule_slot(used);
-                slot_of[step.new_rule.pref] = slot;
-            }
-            maps_.write_rule(slot, step.new_rule);
-            break;
-        }
-        case Kind::RemoveRule: {
-            read_rules();
-            auto it = slot_of.find(step.old_rule.pref);
-            if (it == slot_of.end())
-                throw Error(dev_prefix(device_) + "no rule with pref " + std::to_string(step.old_rule.pref));
-            maps_.write_rule(it->second, shaper_rule{});
-            used[it->second] = false;
-            slot_of.erase(it);
-            break;
-        }
-        case Kind::PublishRules:
-            publish_rules(maps_);
-            break;
-        }
-    }
-}
-
 void Shaper::set_fq_options(const FqOptions& fq)
 {
     if (record_.mode != SHAPER_MODE_EDT)
         throw Error(dev_prefix(device_) + "fq options apply to edt mode only");
     change_fq(device_, maps_, record_, fq);
-}
-
-uint64_t Shaper::default_horizon() const
-{
-    if (device_.direction == Direction::Ingress)
-        return kIngressDefaultHorizonNs;
-    return mode_horizon(record_.mode);
-}
-
-FqHorizon Shaper::fq_horizon() const
-{
-    if (record_.mode != SHAPER_MODE_EDT)
-        return {};
-    return {record_.fq.horizon_ns, " on " + device_.name + " (attach --fq-horizon raises it)"};
-}
-
-shaper_class_config Shaper::class_config(const ClassSpec& spec) const
-{
-    return make_class_config(spec, maps_.max_classes(), default_horizon(), fq_horizon());
-}
-
-void Shaper::check_parent(uint32_t id, uint32_t parent) const
-{
-    if (parent == 0)
-        return;
-    if (!maps_.class_config(parent))
-        throw Error(dev_prefix(device_) + "unknown parent class " + std::to_string(parent));
-    ClassParents parents = parents_of(maps_);
-    parents[id] = parent;
-    const TreeFault fault = check_class_tree(parents);
-    if (fault.kind == TreeFault::Cycle)
-        throw Error(dev_prefix(device_) + "parent " + std::to_string(parent) + " of class " +
-                    std::to_string(id) + " would make a cycle");
-    if (fault)
-        throw Error(dev_prefix(device_) + "class " + std::to_string(id) + " under parent " +
-                    std::to_string(parent) + " would be more than " +
-                    std::to_string(SHAPER_MAX_DEPTH) + " levels deep");
-}
-
-std::string Shaper::no_class(uint32_t id) const
-{
-    std::string text = "no class " + std::to_string(id);
-    const Direction other = opposite(device_.direction);
-    const Device other_side = device_.side(other);
-    if (path_exists(other_side.run_dir() + "/" + kRecordFile)) {
-        try {
-            if (ShaperMaps::open_pinned(other_side.pin_dir()).class_config(id))
-                text += " (class " + std::to_string(id) + " exists on " + direction_name(other) +
-                        " only: each side has its own classes)";
-        } catch (const Error&) {
-            // The other side's maps are unreadable: the plain message stands.
-        }
-    }
-    return text;
-}
-
-// A received packet has no local socket at tc ingress: a cgroup rule could never match there.
-void Shaper::check_rule_side(const shaper_rule& rule) const
-{
-    if (device_.direction == Direction::Ingress && (rule.fields & SHAPER_RULE_F_CGROUP))
-        throw Error(dev_prefix(device_) + "rule " + std::to_string(rule.pref) +
-                    ": cgroup rules match local sockets, which received packets do not have at tc "
-                    "ingress");
-}
-
-void Shaper::add_class(const ClassSpec& spec) const
-{
-    const shaper_class_config config = class_config(spec);
-    if (maps_.class_config(spec.id))
-        throw Error(dev_prefix(device_) + "class " + std::to_string(spec.id) +
-                    " already exists (use change-class)");
-    check_parent(spec.id, spec.parent);
-    maps_.reset_class_state(spec.id);  // a new class starts idle, with full credit
-    maps_.write_class_config(spec.id, config);
-}
-
-ClassSpec Shaper::class_spec(uint32_t id) const
-{
-    auto config = maps_.class_config(id);
-    if (!config)
-        throw Error(dev_prefix(device_) + no_class(id));
-    return class_spec_from_config(id, *config);
-}
-
-void Shaper::change_class(const ClassSpec& spec) const
-{
-    class_spec(spec.id);  // must exist
-    const shaper_class_config config = class_config(spec);
-    check_parent(spec.id, spec.parent);
-    maps_.change_class(spec.id, config);  // the clock stays: no free burst, no stall
-}
-
-void Shaper::del_class(uint32_t id) const
-{
-    class_spec(id);
-    std::string children;
-    for (const auto& [child, parent] : parents_of(maps_))
-        if (parent == id)
-            children += (children.empty() ? "" : ", ") + std::to_string(child);
-    if (!children.empty())
-        throw Error(dev_prefix(device_) + "class " + std::to_string(id) + " has children (" +
-                    children + "): delete them first");
-    if (maps_.settings().default_class == id)
-        throw Error(dev_prefix(device_) + "class " + std::to_string(id) +
-                    " is the default class (set-default --none or another class first)");
-    std::string prefs;
-    for (const auto& [slot, rule] : maps_.rules())
-        if (rule.class_id == id)
-            prefs += (prefs.empty() ? "" : ", ") + std::to_string(rule.pref);
-    if (!prefs.empty())
-        throw Error(dev_prefix(device_) + "class " + std::to_string(id) + " has rules (pref " +
-                    prefs + "): delete them first");
-    maps_.erase_class(id);
-}
-
-void Shaper::add_rule(const shaper_rule& rule) const
-{
-    check_rule_side(rule);
-    if (!maps_.class_config(rule.class_id))
-        throw Error(dev_prefix(device_) + "rule " + std::to_string(rule.pref) + ": " +
-                    no_class(rule.class_id));
-    shaperctl::add_rule(maps_, rule);
-}
-
-void Shaper::del_rule(uint32_t pref) const
-{
-    shaperctl::del_rule(maps_, pref);
-}
-
-std::vector<RuleStatus> Shaper::rules() const
-{
-    std::vector<RuleStatus> out;
-    for (const auto& [slot, rule] : maps_.rules())
-        out.push_back({slot, rule, maps_.rule_counters(slot)});
-    std::sort(out.begin(), out.end(),
-              [](const RuleStatus& a, const RuleStatus& b) { return a.rule.pref < b.rule.pref; });
-    return out;
-}
-
-void Shaper::set_default(uint32_t id) const
-{
-    if (id)
-        class_spec(id);
-    shaper_settings settings = maps_.settings();
-    settings.default_class = id;
-    maps_.set_settings(settings);
-}
-
-DeviceStatus Shaper::status(std::chrono::nanoseconds sample) const
-{
-    DeviceStatus st;
-    st.device = device_;
-    st.present = device_.current_name() == device_.name;
-    st.mode = record_.mode;
-    st.hook = record_.egress.hook;
-    const shaper_settings settings = maps_.settings();
-    st.default_class = settings.default_class;
-    st.max_classes = maps_.max_classes();
-    if (st.present) {
-        st.program_id = egress_prog_id(device_, record_.egress);
-        if (st.program_id)
-            st.program_tag = prog_tag_hex(st.program_id);
-        st.pacing = inspect_pacing(device_.ifindex);
-    }
-
-    const auto configs = maps_.class_configs();
-    std::vector<ClassCounters> first;
-    if (sample.count() > 0) {  // the rate estimate's first reading; nothing to compare without one
-        first.reserve(configs.size());
-        for (const auto& [id, config] : configs)
-            first.push_back(maps_.counters(id));
-    }
-    const uint64_t t0 = monotonic_ns();
-    if (sample.count() > 0)
-        std::this_thread::sleep_for(sample);
-    st.unclassified = maps_.counters(0);
-    const uint64_t now = monotonic_ns();
-    st.sample_ns = sample.count() > 0 ? now - t0 : 0;
-    for (size_t i = 0; i < configs.size(); i++) {
-        const uint32_t id = configs[i].first;
-        ClassStatus cs;
-        cs.spec = class_spec_from_config(id, configs[i].second);
-        cs.counters = maps_.counters(id);
-        const uint64_t tat = maps_.clock(id).tat_ns;
-        cs.backlog_ns = tat > now ? int64_t(tat - now) : 0;
-        if (st.sample_ns)
-            cs.rate_estimate_bps = uint64_t((unsigned __int128)(cs.counters.bytes - first[i].bytes) *
-                                            8 * 1'000'000'000ull / st.sample_ns);
-        st.classes.push_back(cs);
-    }
-    st.rules = rules();
-    return st;
 }
 
 }  // namespace shaperctl

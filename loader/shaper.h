@@ -10,7 +10,7 @@
 
 #include "loader/attach_record.h"
 #include "loader/class_config.h"
-#include "loader/config.h"
+#include "loader/plan.h"
 #include "loader/device.h"
 #include "loader/fd.h"
 #include "loader/maps.h"
@@ -56,7 +56,7 @@ struct ClassStatus {
 
 struct RuleStatus {
     uint32_t slot = 0;
-    shaper_rule rule{};
+    RuleSpec rule;
     shaper_rule_stats counters{};
 };
 
@@ -110,7 +110,7 @@ public:
     void set_default(uint32_t id) const;  // 0: none
 
     // Rules: validated, compiled into the inactive generation, then switched to at once.
-    void add_rule(const shaper_rule& rule) const;
+    void add_rule(const RuleSpec& rule) const;
     void del_rule(uint32_t pref) const;
     std::vector<RuleStatus> rules() const;
     // Counters are read twice, `sample` apart, for the rate estimate.
@@ -138,7 +138,7 @@ private:
     FqHorizon fq_horizon() const;  // what bounds the class horizons (none in police mode)
     shaper_class_config class_config(const ClassSpec& spec) const;  // make_class_config here
     std::string no_class(uint32_t id) const;  // "no class N", and whether the other side has N
-    void check_rule_side(const shaper_rule& rule) const;
+    void check_rule_side(const RuleSpec& rule) const;
 
     Device device_;
     AttachRecord record_;

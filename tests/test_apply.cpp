@@ -13,7 +13,7 @@
 #include "cli/config_file.h"
 #include "cli/config_schema.h"
 #include "loader/cgroup.h"
-#include "loader/config.h"
+#include "loader/plan.h"
 #include "loader/device.h"
 #include "loader/error.h"
 #include "netns.h"
@@ -506,12 +506,10 @@ TEST(ConfigSchema, MatchesTheParserAndValidatesDumps)
     b.parent = 1;
     b.burst_bytes = 1500;
     c.classes = {a, b};
-    shaper_rule r{};
+    shaperctl::RuleSpec r;
     r.pref = 3;
     r.class_id = 2;
-    r.fields = SHAPER_RULE_F_CGROUP | SHAPER_RULE_F_DSCP;
-    r.cgroup_id = 123456789;  // no such cgroup: dumped as id and level
-    r.cgroup_level = 2;
+    r.cgroup = shaperctl::CgroupMatch{123456789, 2};  // no such cgroup: dumped as id and level
     r.dscp = 10;
     c.rules = {r};
     const std::string dumped = "/tmp/shaperctl-test-schema-" + std::to_string(getpid()) + ".json";

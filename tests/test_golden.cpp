@@ -13,7 +13,7 @@
 
 #include "cli/config_file.h"
 #include "loader/cgroup.h"
-#include "loader/config.h"
+#include "loader/plan.h"
 #include "netns.h"
 #include "shaperctl_process.h"
 

@@ -292,7 +292,6 @@ TEST_F(Rules, TenThousandRulesMatchCorrectlyAtTheCostOfFew)
         for (uint32_t i = first; i < first + count; i++) {
             const std::string addr = "10." + std::to_string(i >> 16 & 255) + "." +
                                      std::to_string(i >> 8 & 255) + "." + std::to_string(i & 255);
-            shaper_rule r{};
             RuleArgs a;
             a.pref = std::to_string(1000 + i);
             a.class_id = std::to_string(1 + i % kClasses);
@@ -302,8 +301,7 @@ TEST_F(Rules, TenThousandRulesMatchCorrectlyAtTheCostOfFew)
                 a.src = addr, a.proto = "udp", a.dport = std::to_string(1 + i % 60000);
             else
                 a.mark = std::to_string(i);
-            r = parse_rule(a);
-            maps_->write_rule(i, r);  // stored directly, compiled once below
+            maps_->write_rule(i, compile_rule(parse_rule(a)));  // stored directly, compiled once below
         }
         publish_rules(*maps_);
     };

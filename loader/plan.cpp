@@ -1,30 +1,12 @@
-#include "loader/config.h"
+#include "loader/plan.h"
 
 #include <algorithm>
-#include <cstring>
 #include <map>
 #include <set>
 
 #include "loader/class_tree.h"
 
 namespace shaperctl {
-namespace {
-
-shaper_rule normalized(shaper_rule r)
-{
-    r.pad8 = 0;
-    r.pad32 = 0;
-    return r;
-}
-
-}  // namespace
-
-bool same_rule(const shaper_rule& a, const shaper_rule& b)
-{
-    const shaper_rule x = normalized(a), y = normalized(b);
-    return std::memcmp(&x, &y, sizeof x) == 0;
-}
-
 std::vector<ConfigStep> plan_config(const ShaperConfig& current, const ShaperConfig& desired)
 {
     using Kind = ConfigStep::Kind;
@@ -60,7 +42,7 @@ std::vector<ConfigStep> plan_config(const ShaperConfig& current, const ShaperCon
     }
 
     // 2. Rules that go, and rules whose class exists now: one publish.
-    std::map<uint32_t, shaper_rule> cur_rules, want_rules;
+    std::map<uint32_t, RuleSpec> cur_rules, want_rules;
     for (const auto& r : current.rules)
         cur_rules[r.pref] = r;
     for (const auto& r : desired.rules)
@@ -78,7 +60,7 @@ std::vector<ConfigStep> plan_config(const ShaperConfig& current, const ShaperCon
     }
     for (const auto& [pref, r] : want_rules) {
         auto it = cur_rules.find(pref);
-        const bool changed = it != cur_rules.end() && !same_rule(it->second, r);
+        const bool changed = it != cur_rules.end() && !(it->second == r);
         if (it != cur_rules.end() && !changed)
             continue;
         ConfigStep put;
@@ -166,6 +148,40 @@ std::vector<ConfigStep> plan_config(const ShaperConfig& current, const ShaperCon
         steps.push_back(step);
     }
     return steps;
+}
+
+
+std::string describe_rule(const RuleSpec& rule)
+{
+    return "class " + std::to_string(rule.class_id) + " " + format_rule_match(rule);
+}
+
+std::string describe_step(const ConfigStep& step, uint32_t mode)
+{
+    using Kind = ConfigStep::Kind;
+    if (!step.shown)
+        return "";
+    auto id = [](uint32_t v) { return v ? std::to_string(v) : std::string("none"); };
+    switch (step.kind) {
+    case Kind::SetDefault:
+        return "~ default class " + id(step.old_default) + " -> " + id(step.new_default);
+    case Kind::AddClass:
+        return "+ class " + std::to_string(step.after.id) + " " + class_summary(step.after, mode);
+    case Kind::ChangeClass:
+        return "~ class " + std::to_string(step.after.id) + " " + class_changes(step.before, step.after);
+    case Kind::DeleteClass:
+        return "- class " + std::to_string(step.before.id);
+    case Kind::PutRule:
+        if (step.old_rule.pref)
+            return "~ rule " + std::to_string(step.new_rule.pref) + " " + describe_rule(step.old_rule) +
+                   " -> " + describe_rule(step.new_rule);
+        return "+ rule " + std::to_string(step.new_rule.pref) + " " + describe_rule(step.new_rule);
+    case Kind::RemoveRule:
+        return "- rule " + std::to_string(step.old_rule.pref);
+    case Kind::PublishRules:
+        return "";
+    }
+    return "";
 }
 
 }  // namespace shaperctl
