@@ -22,13 +22,13 @@ cache="${SHAPERCTL_VM_CACHE:-/var/cache/shaperctl-vm}"
 modules=(
   sch_fq sch_htb sch_tbf sch_ingress sch_fq_codel sch_netem sch_prio sch_sfq
   sch_cake sch_mqprio cls_bpf act_bpf cls_u32 cls_fw cls_matchall cls_flower
-  act_mirred act_gact veth ifb tcp_bbr tun ip_gre
+  act_mirred act_gact veth ifb tcp_bbr tun ip_gre inet_diag tcp_diag
 )
 # Real tools: host path -> initramfs path. Optional ones are skipped if absent.
-required_tools=(/usr/sbin/ip /usr/sbin/tc /usr/bin/iperf3 /usr/bin/ping)
+required_tools=(/usr/sbin/ip /usr/sbin/tc /usr/bin/ss /usr/bin/iperf3 /usr/bin/ping)
 optional_tools=(/usr/sbin/ethtool /usr/sbin/bpftool /usr/bin/jq)
 # busybox applets that would shadow the real tools (and /init itself).
-skip_applets=(ip tc ping ping6 iperf3 ethtool bpftool jq init linuxrc)
+skip_applets=(ip tc ss ping ping6 iperf3 ethtool bpftool jq init linuxrc)
 
 out="" moddir="" use_cache=1
 bins=() files=() scenario="" scenario_args=()

@@ -128,6 +128,21 @@ wait_drained() {
   done
 }
 
+# tcp_rx_bytes NS PORT...: "T0 T1" (guest seconds just before and after the reading), then
+# "PORT BYTES" per established TCP connection in NS to one of the remote PORTs, BYTES being the
+# payload received so far (ss's bytes_received). Sampled twice, it gives the goodput of several
+# flows over a window they share, however skewed their starts; the times bracket the reading,
+# so a slow guest widens the window's bounds instead of skewing it.
+tcp_rx_bytes() {
+  local _ns=$1 _f="" _p
+  shift
+  for _p in "$@"; do _f="${_f:+$_f or }dport = :$_p"; done
+  nsx "$_ns" sh -c 'read -r t0 _ </proc/uptime; ss -tinH state established "$1" >/tmp/ss.$$
+    read -r t1 _ </proc/uptime; echo "$t0 $t1"; cat /tmp/ss.$$; rm -f /tmp/ss.$$' sh "( $_f )" |
+    awk 'NR == 1 { print; next } /^[0-9]/ { n = split($4, a, ":"); port = a[n] }
+      match($0, /bytes_received:[0-9]+/) { print port, substr($0, RSTART + 15, RLENGTH - 15) }'
+}
+
 # tcp_stats NS: "name=value ..." of the TCP loss and retransmission counters in NS.
 tcp_stats() {
   nsx "$1" cat /proc/net/netstat | awk '$1 == "TcpExt:" { if (!h) { for (i = 2; i <= NF; i++) n[i] = $i; h = 1 }
