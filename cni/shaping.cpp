@@ -74,11 +74,14 @@ std::optional<HostDevice> load_state(const Attachment& a)
     return host;
 }
 
-// Attaches one side; the host's egress paces with sch_fq, or polices where the kernel has none.
+// Attaches one side; the host's egress paces with sch_fq, or polices where the kernel has none
+// (an ADD repeated for a container keeps the mode its first ADD chose).
 void attach_side(const HostDevice& host, Direction side)
 {
     AttachOptions options;
     options.direction = side;
+    if (side == Direction::Egress && Shaper::is_attached(host.name, side))
+        options.mode = Shaper::open_unlocked(host.name, side).attach_options().mode;  // ADD again
     try {
         Shaper::attach(host.name, options);
     } catch (const Error& e) {

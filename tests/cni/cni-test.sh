@@ -28,7 +28,7 @@ if [ -z "${CNI_TEST_INNER:-}" ]; then
   TAG=cnit$$
   WORK=$(mktemp -d "${TMPDIR:-/tmp}/shaperctl-cni-test.XXXXXX")
   cleanup() {
-    for ns in $(ip netns list | awk '{print $1}' | grep "^$TAG-"); do ip netns del "$ns"; done
+    for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^$TAG-"); do ip netns del "$ns"; done
     ip netns del "$TAG-host" 2>/dev/null
     rm -rf "$WORK"
   }
