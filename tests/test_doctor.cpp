@@ -233,6 +233,9 @@ TEST(Packaging, InstallPutsEverythingInPlace)
                              "share/bash-completion/completions/shaperctl",
                              "share/shaperctl/shaperctl-config.schema.json", "share/shaperctl/config.example.json"})
         EXPECT_TRUE(std::filesystem::exists(prefix + "/" + file)) << file << " not installed:\n" << r.output;
+    // The CNI plugin where runtimes look for plugins, whatever the prefix.
+    for (const char* file : {"/opt/cni/bin/shaperctl-cni", "/usr/lib/cni/shaperctl-cni"})
+        EXPECT_TRUE(std::filesystem::exists(destdir + file)) << file << " not installed:\n" << r.output;
     // The units' paths are the configured prefix's (cmake --install --prefix only relocates files).
     std::string unit;
     for (const auto& e : std::filesystem::recursive_directory_iterator(destdir))

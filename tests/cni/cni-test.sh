@@ -1,0 +1,226 @@
+#!/bin/sh
+# shaperctl-cni driven exactly as a runtime drives it: Debian's bridge + host-local plugins, then
+# shaperctl-cni, each run with CNI_COMMAND/CNI_CONTAINERID/CNI_NETNS/CNI_IFNAME/CNI_PATH and its
+# configuration on stdin (prevResult: the previous plugin's stdout; runtimeConfig: the bandwidth
+# capability), stdout parsed as the runtime parses it. Cases: ADD (result = prevResult, both
+# sides of the host veth shaped with the asked rates), CHECK (clean, then after the shaping was
+# changed or removed behind its back), DEL twice, DEL after the namespace is gone, 8 parallel
+# ADDs and DELs, the error objects (invalid JSON, no prevResult, zero and negative rate,
+# unsupported cniVersion, no host device, no CNI_COMMAND) with nothing changed. Where sch_fq
+# exists (the VM) the host veth's egress must pace (edt, fq on every queue) and packets must be
+# counted by the classes both ways; on a kernel without it, police mode.
+#
+#   tests/cni/cni-test.sh SHAPERCTL_CNI SHAPERCTL [PLUGIN_DIR]          (CTest: cni_host)
+#   vm/run.sh --timeout 600 --module bridge --bin /usr/lib/cni/bridge --bin /usr/lib/cni/host-local \
+#     --bin build/cni/shaperctl-cni --bin build/cli/shaperctl tests/cni/cni-test.sh \
+#     /usr/local/bin/shaperctl-cni /usr/local/bin/shaperctl /usr/local/bin      (Debian 6.1, sch_fq)
+#
+# PLUGIN_DIR holds bridge and host-local (default /usr/lib/cni). On a host, everything runs in a
+# throw-away network namespace standing for the host, so the devices and pins it makes are its own.
+# POSIX sh plus `local` (busybox in the VM). Needs ip, jq.
+set -u
+CNI_BIN=$1 SHAPERCTL=$2 PLUGINS=${3:-/usr/lib/cni}
+IP=${IP:-$(command -v ip)} TC=${TC:-$(command -v tc)}
+ip() { "$IP" "$@"; }
+
+if [ -z "${CNI_TEST_INNER:-}" ]; then
+  for p in "$PLUGINS/bridge" "$PLUGINS/host-local" "$CNI_BIN" "$SHAPERCTL"; do
+    [ -x "$p" ] || { echo "cni-test: $p is not an executable (containernetworking-plugins: scripts/install-deps.sh)"; exit 2; }
+  done
+  command -v jq >/dev/null || { echo "cni-test: jq missing"; exit 2; }
+  TAG=cnit$$
+  WORK=$(mktemp -d "${TMPDIR:-/tmp}/shaperctl-cni-test.XXXXXX")
+  cleanup() {
+    for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^$TAG-"); do ip netns del "$ns"; done
+    rm -rf "$WORK"
+  }
+  trap cleanup EXIT
+  trap 'exit 130' INT TERM HUP
+  # A network namespace of its own (gone when it exits), in the mount namespace of the host as a
+  # runtime's (not `ip netns exec`, whose private /sys hides bpffs). The VM is its own host.
+  if [ -n "${SHAPERCTL_VM:-}" ]; then
+    CNI_TEST_INNER=1 TAG=$TAG WORK=$WORK sh "$0" "$@"
+  else
+    CNI_TEST_INNER=1 TAG=$TAG WORK=$WORK unshare --net sh "$0" "$@"
+  fi
+  exit $?
+fi
+
+# ---------------------------- inside the "host" namespace ------------------------------------
+ip link set lo up
+HOSTNS=$(readlink /proc/self/ns/net | tr -dc 0-9)
+PINS=/sys/fs/bpf/shaperctl/ns$HOSTNS
+mkdir -p "$WORK/bin" "$WORK/ipam"
+ln -s "$PLUGINS/bridge" "$PLUGINS/host-local" "$WORK/bin/"
+ln -s "$(readlink -f "$CNI_BIN")" "$WORK/bin/shaperctl-cni"
+FAILS=0 PASSES=0
+pass() { PASSES=$((PASSES + 1)); echo "PASS $*"; }
+fail() { FAILS=$((FAILS + 1)); echo "FAIL $*"; }
+check() { local name=$1; shift; if "$@"; then pass "$name"; else fail "$name"; fi; }
+
+if "$IP" link add "$TAG-fq" type veth peer name "$TAG-fq1" 2>/dev/null && "$TC" qdisc add dev "$TAG-fq" root fq 2>/dev/null; then
+  HAS_FQ=1; else HAS_FQ=0; fi
+ip link del "$TAG-fq" 2>/dev/null
+echo "sch_fq: $([ $HAS_FQ = 1 ] && echo yes || echo 'no (police mode on the host veth egress)')"
+
+BW='{"ingressRate": 10000000, "ingressBurst": 100000, "egressRate": 20000000, "egressBurst": 200000}'
+conf_bridge() {
+  jq -n -c --arg t "$TAG" --arg d "$WORK/ipam" '{cniVersion: "1.0.0", name: "cnitest", type: "bridge",
+    bridge: ($t + "br"), isGateway: true, ipam: {type: "host-local", ranges: [[{subnet: "10.98.0.0/24"}]], dataDir: $d}}'
+}
+# conf_shaper PREV [RUNTIME_BW [VERSION]]: shaperctl-cni's entry with what libcni adds.
+conf_shaper() {
+  jq -n -c --argjson prev "$1" --argjson bw "${2:-$BW}" --arg v "${3:-1.0.0}" \
+    '{cniVersion: $v, name: "cnitest", type: "shaperctl-cni", runtimeConfig: {bandwidth: $bw}}
+     + (if $prev == null then {} else {prevResult: $prev} end)'
+}
+# plugin NAME COMMAND CONTAINER CONF: runs it as a runtime does; stdout in $WORK/out.CONTAINER.
+plugin() {
+  echo "$4" | env CNI_COMMAND="$2" CNI_CONTAINERID="$3" CNI_NETNS="/run/netns/$3" CNI_IFNAME=eth0 \
+    CNI_PATH="$WORK/bin" "$WORK/bin/$1" >"$WORK/out.$3" 2>"$WORK/err.$3"
+}
+# add CONTAINER: a namespace, bridge ADD, shaperctl-cni ADD; prevResult in $WORK/prev.CONTAINER.
+add() {
+  ip netns add "$1" || return 1
+  plugin bridge ADD "$1" "$(conf_bridge)" || { echo "  bridge ADD $1: $(cat "$WORK/out.$1")"; return 1; }
+  cp "$WORK/out.$1" "$WORK/prev.$1"
+  plugin shaperctl-cni ADD "$1" "$(conf_shaper "$(cat "$WORK/prev.$1")")"
+}
+del() {
+  local prev=null
+  [ -s "$WORK/prev.$1" ] && prev=$(cat "$WORK/prev.$1")
+  plugin shaperctl-cni DEL "$1" "$(conf_shaper "$prev")" || return 1
+  plugin bridge DEL "$1" "$(conf_bridge)"
+}
+# The host veth of CONTAINER: prevResult's interface without sandbox that is not the bridge.
+host_veth() { jq -r --arg b "${TAG}br" '.interfaces[] | select(.sandbox == null and .name != $b) | .name' "$WORK/prev.$1"; }
+sides_of() { "$SHAPERCTL" list --json | jq -r --argjson ns "$HOSTNS" --arg d "$1" \
+  '[.[] | select(.netns == $ns and .device == $d) | "\(.direction):\(.mode)"] | sort | join(" ")'; }
+class_of() { "$SHAPERCTL" status --dev "$1" ${2:-} --json --sample 0 | jq -r \
+  '.default_class as $d | .classes[] | select(.id == $d) | "\(.rate_bps) \(.burst_bytes)"'; }
+error_code() { jq -r '.code // "none"' "$WORK/out.$1" 2>/dev/null; }
+# What shaperctl manages in this namespace and pins for it. Compared with what was there before
+# the test: a namespace's inode number may be reused, and another test's leftovers named by it.
+managed_here() { "$SHAPERCTL" list --json | jq -c --argjson ns "$HOSTNS" '[.[] | select(.netns == $ns)]'; ls -A "$PINS" 2>/dev/null; }
+BASELINE=$(managed_here)
+nothing_left() { [ "$(managed_here)" = "$BASELINE" ]; }
+# expect_error NAME CODE CONTAINER: the plugin failed with that code and a message.
+expect_error() {
+  local code
+  code=$(error_code "$3")
+  if [ "$code" = "$2" ] && [ -n "$(jq -r '.msg // empty' "$WORK/out.$3")" ]; then
+    pass "$1 (code $code: $(jq -r .msg "$WORK/out.$3"))"
+  else fail "$1: expected code $2, got $(cat "$WORK/out.$3")"; fi
+}
+
+egress_mode=police
+[ $HAS_FQ = 1 ] && egress_mode=edt
+
+# --- ADD, CHECK, DEL ---------------------------------------------------------------------------
+C=$TAG-a
+if add "$C"; then pass "ADD"; else fail "ADD: $(cat "$WORK/out.$C" "$WORK/err.$C")"; fi
+check "ADD prints prevResult unchanged" [ "$(jq -S -c . "$WORK/out.$C")" = "$(jq -S -c . "$WORK/prev.$C")" ]
+V=$(host_veth "$C")
+check "host veth $V: egress ($egress_mode) and ingress attached" [ "$(sides_of "$V")" = "egress:$egress_mode ingress:police" ]
+check "host egress = container ingress: 10 Mbit, burst 100000 bits" [ "$(class_of "$V")" = "10000000 12500" ]
+check "host ingress = container egress: 20 Mbit, burst 200000 bits" [ "$(class_of "$V" --ingress)" = "20000000 25000" ]
+if [ $HAS_FQ = 1 ]; then
+  check "host egress paces: fq on every queue" [ "$("$SHAPERCTL" status --dev "$V" --json --sample 0 | jq -r .qdisc.fq_everywhere)" = true ]
+  # Packets through both classes: the ping's requests leave by the host veth's egress, its
+  # replies arrive at its ingress.
+  ip=$(jq -r '.ips[0].address' "$WORK/prev.$C" | cut -d/ -f1)
+  ping -c 3 -i 0.2 -W 2 "$ip" >/dev/null 2>&1
+  eg=$("$SHAPERCTL" status --dev "$V" --json --sample 0 | jq '.classes[0].packets')
+  in=$("$SHAPERCTL" status --dev "$V" --ingress --json --sample 0 | jq '.classes[0].packets')
+  check "ping counted by both classes (egress $eg, ingress $in packets)" [ "${eg:-0}" -ge 3 ] && [ "${in:-0}" -ge 3 ]
+fi
+plugin shaperctl-cni CHECK "$C" "$(conf_shaper "$(cat "$WORK/prev.$C")")"
+check "CHECK of the shaping ADD made" [ $? = 0 ]
+plugin shaperctl-cni CHECK "$C" "$(conf_shaper "$(cat "$WORK/prev.$C")" '{"ingressRate": 10000000, "ingressBurst": 100000}')"
+expect_error "CHECK with a direction the device shapes and the configuration does not" 999 "$C"
+"$SHAPERCTL" change-class --dev "$V" --id 1 --rate 30mbit
+plugin shaperctl-cni CHECK "$C" "$(conf_shaper "$(cat "$WORK/prev.$C")")"
+expect_error "CHECK after the rate was changed" 999 "$C"
+plugin shaperctl-cni ADD "$C" "$(conf_shaper "$(cat "$WORK/prev.$C")")"
+check "ADD again restores the rate" [ "$(class_of "$V")" = "10000000 12500" ]
+"$SHAPERCTL" detach --dev "$V" --ingress >/dev/null
+plugin shaperctl-cni CHECK "$C" "$(conf_shaper "$(cat "$WORK/prev.$C")")"
+expect_error "CHECK after the ingress side was detached" 999 "$C"
+plugin shaperctl-cni CHECK "$C" "$(conf_shaper "$(cat "$WORK/prev.$C")" "$BW" 0.3.1)"
+expect_error "CHECK under cniVersion 0.3.1" 1 "$C"
+del "$C"; check "DEL" [ $? = 0 ]
+check "DEL left no device, side or pin" nothing_left
+plugin shaperctl-cni DEL "$C" "$(conf_shaper "$(cat "$WORK/prev.$C")")"; check "DEL twice" [ $? = 0 ]
+ip netns del "$C"
+
+# --- DEL after the namespace is gone ---------------------------------------------------------
+C=$TAG-b
+if add "$C"; then pass "ADD (second container)"; else fail "ADD (second container): $(cat "$WORK/out.$C")"; fi
+V=$(host_veth "$C")
+ip netns del "$C"
+# The kernel deletes the namespace's devices, and with them the peer, in its own time.
+gone() { local i=0; while ip link show dev "$1" >/dev/null 2>&1 && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+  ! ip link show dev "$1" >/dev/null 2>&1; }
+check "the host veth went with the namespace" gone "$V"
+plugin shaperctl-cni DEL "$C" "$(conf_shaper "$(cat "$WORK/prev.$C")")"
+check "DEL after the namespace is gone" [ $? = 0 ]
+check "... left no device, side or pin" nothing_left
+plugin bridge DEL "$C" "$(conf_bridge)"
+
+# --- 8 parallel ADDs, then 8 parallel DELs --------------------------------------------------------
+N="1 2 3 4 5 6 7 8"
+for i in $N; do
+  ip netns add "$TAG-p$i" && plugin bridge ADD "$TAG-p$i" "$(conf_bridge)" && cp "$WORK/out.$TAG-p$i" "$WORK/prev.$TAG-p$i" ||
+    fail "bridge ADD p$i"
+done
+pids=""
+for i in $N; do
+  plugin shaperctl-cni ADD "$TAG-p$i" "$(conf_shaper "$(cat "$WORK/prev.$TAG-p$i")")" &
+  pids="$pids $!"
+done
+bad=0
+for p in $pids; do wait "$p" || bad=$((bad + 1)); done
+check "8 parallel ADDs succeed ($bad failed)" [ $bad = 0 ]
+ok=0
+for i in $N; do
+  V=$(host_veth "$TAG-p$i")
+  [ "$(sides_of "$V")" = "egress:$egress_mode ingress:police" ] && [ "$(class_of "$V")" = "10000000 12500" ] &&
+    [ "$(class_of "$V" --ingress)" = "20000000 25000" ] && ok=$((ok + 1))
+done
+check "all 8 host veths shaped both ways ($ok of 8)" [ $ok = 8 ]
+pids=""
+for i in $N; do plugin shaperctl-cni DEL "$TAG-p$i" "$(conf_shaper "$(cat "$WORK/prev.$TAG-p$i")")" & pids="$pids $!"; done
+bad=0
+for p in $pids; do wait "$p" || bad=$((bad + 1)); done
+check "8 parallel DELs succeed ($bad failed)" [ $bad = 0 ]
+check "... left no device, side or pin" nothing_left
+for i in $N; do plugin bridge DEL "$TAG-p$i" "$(conf_bridge)"; ip netns del "$TAG-p$i"; done
+
+# --- errors: a JSON object with the spec's code, exit non-zero, nothing changed -------------------
+C=$TAG-e
+ip netns add "$C"
+plugin bridge ADD "$C" "$(conf_bridge)" && cp "$WORK/out.$C" "$WORK/prev.$C"
+PREV=$(cat "$WORK/prev.$C")
+plugin shaperctl-cni ADD "$C" '{"cniVersion": "1.0.0", "name": '; expect_error "invalid JSON" 6 "$C"
+plugin shaperctl-cni ADD "$C" '{"cniVersion": "1.0.0", "cniVersion": "1.0.0"}'; expect_error "a key given twice" 6 "$C"
+plugin shaperctl-cni ADD "$C" "$(conf_shaper null)"; expect_error "missing prevResult" 7 "$C"
+plugin shaperctl-cni ADD "$C" "$(conf_shaper '{"cniVersion": "1.0.0"}')"; expect_error "prevResult without interfaces" 7 "$C"
+plugin shaperctl-cni ADD "$C" "$(conf_shaper "$PREV" '{"ingressRate": 0, "ingressBurst": 1000}')"; expect_error "zero rate" 7 "$C"
+plugin shaperctl-cni ADD "$C" "$(conf_shaper "$PREV" '{"egressRate": -5, "egressBurst": 1000}')"; expect_error "negative rate" 7 "$C"
+plugin shaperctl-cni ADD "$C" "$(conf_shaper "$PREV" '{"egressBurst": 1000}')"; expect_error "burst without rate" 7 "$C"
+plugin shaperctl-cni ADD "$C" "$(conf_shaper "$PREV" "$BW" 0.2.0)"; expect_error "cniVersion 0.2.0" 1 "$C"
+check "... the error object carries a supported cniVersion" [ "$(jq -r .cniVersion "$WORK/out.$C")" = 1.0.0 ]
+NOHOST=$(echo "$PREV" | jq -c --arg b "${TAG}br" '.interfaces |= map(select(.sandbox != null or .name == $b))')
+plugin shaperctl-cni ADD "$C" "$(conf_shaper "$NOHOST")"; expect_error "host device not found (only the bridge listed)" 999 "$C"
+echo '{}' | env -u CNI_COMMAND "$WORK/bin/shaperctl-cni" >"$WORK/out.$C" 2>/dev/null; expect_error "no CNI_COMMAND" 4 "$C"
+echo '{"cniVersion": "1.0.0"}' | CNI_COMMAND=ADD CNI_IFNAME=eth0 "$WORK/bin/shaperctl-cni" >"$WORK/out.$C" 2>/dev/null
+expect_error "no CNI_CONTAINERID" 4 "$C"
+check "errors changed nothing" nothing_left
+echo '{"cniVersion": "1.0.0"}' | CNI_COMMAND=VERSION "$WORK/bin/shaperctl-cni" >"$WORK/out.$C"
+check "VERSION lists 0.3.1 0.4.0 1.0.0" [ "$(jq -r '.supportedVersions | join(" ")' "$WORK/out.$C")" = "0.3.1 0.4.0 1.0.0" ]
+plugin shaperctl-cni ADD "$C" "$(conf_shaper "$PREV" '{}')"
+check "no bandwidth: prevResult passed through, nothing shaped" [ "$(jq -S -c . "$WORK/out.$C")" = "$(echo "$PREV" | jq -S -c .)" ] && nothing_left
+plugin bridge DEL "$C" "$(conf_bridge)"
+
+echo "cni-test: $PASSES passed, $FAILS failed"
+[ $FAILS = 0 ]
