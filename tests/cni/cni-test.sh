@@ -13,7 +13,7 @@
 #   tests/cni/cni-test.sh SHAPERCTL_CNI SHAPERCTL [PLUGIN_DIR]          (CTest: cni_host)
 #   vm/run.sh --timeout 600 --module bridge --bin /usr/lib/cni/bridge --bin /usr/lib/cni/host-local \
 #     --bin build/cni/shaperctl-cni --bin build/cli/shaperctl tests/cni/cni-test.sh \
-#     /usr/local/bin/shaperctl-cni /usr/local/bin/shaperctl /usr/local/bin      (Debian 6.1, sch_fq)
+#     /usr/local/bin/shaperctl-cni /usr/local/bin/shaperctl /usr/local/bin   (CTest: vm_cni; 6.1, sch_fq)
 #
 # PLUGIN_DIR holds bridge and host-local (default /usr/lib/cni). On a host, everything runs in a
 # throw-away network namespace standing for the host, so the devices and pins it makes are its own.
