@@ -157,11 +157,8 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 								estimate - pkt->now, pkt->now);
 
 			stats_congestion(leaf_stats, v, CAUSE_FAIR);
-			if (v == CONGESTION_DROP) {
-				if (ingress) /* there, fair shares drop only floods: boxed */
-					ingress_box(pkt->view, class_id, pkt->now);
+			if (v == CONGESTION_DROP)
 				return EDT_DROP;
-			}
 		}
 	}
 

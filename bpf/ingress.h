@@ -9,19 +9,21 @@
  *
  *  - above the CoDel target, CoDel's control law and fair shares CE-mark ECN-capable packets:
  *    the sender halves its window as on a loss, and nothing is lost;
- *  - neither drops a packet it cannot mark (congestion.h); a flow past twice its fair share (a
- *    flood that never backs off) is boxed, as below, whatever the turn. Without a queue, a lone drop costs
- *    its sender a retransmission and slows it little: it recovers within a round trip (fast
- *    retransmit, or its loss probe), and a window of two segments per round trip, TCP's least,
- *    is far above a slow class's rate when the round trip is short. The backlog is what carries
- *    a class through its senders' pauses, so it is let grow to half the horizon;
+ *  - neither drops a packet it cannot mark (congestion.h); only a flow past twice its fair
+ *    share (a flood that never backs off) is still dropped, as on egress. Without a queue, a
+ *    lone drop costs its sender a retransmission and slows it little: it recovers within a
+ *    round trip (fast retransmit, or its loss probe), and a window of two segments per round
+ *    trip, TCP's least, is far above a slow class's rate when the round trip is short. The
+ *    backlog is what carries a class through its senders' pauses, so it is let grow to half the
+ *    horizon;
  *  - above half the horizon, one flow at a time is boxed: the packet is dropped and so is every
  *    packet of its flow for SHAPER_BOX_NS (50 ms), long enough that its loss probe is lost too
  *    and the sender waits for its retransmission timeout (200 ms at least) before it sends
  *    again; a few retransmissions buy a fifth of a second of silence. The class's next box
- *    opens SHAPER_BOX_NS later at half the horizon, sooner the nearer the horizon the backlog
- *    stands (its turn kept in the class's CoDel entry): one flow is silenced at a time while
- *    that brings the backlog down, and the backlog left carries the class while they come back.
+ *    opens no sooner than SHAPER_BOX_NS later (its turn kept in the class's CoDel entry), so
+ *    the class silences at most one flow per box length, and the backlog left carries it while
+ *    they come back. (A turn that came sooner near the horizon, and fair shares boxing floods,
+ *    measured worse: bench/README.md.)
  *    A flow out of its box is not boxed again for SHAPER_BOX_RESPITE_NS (250 ms): its timeout's
  *    retransmission gets through, and the timeout does not back off to twice as long;
  *  - a box's drops are CoDel's drops (counted as such) and, as every drop, charged nowhere.
@@ -105,11 +107,8 @@ static __always_inline void ingress_measure(struct __sk_buff *skb, __u32 len, __
 	*out_segs = segs ? segs : 1;
 }
 
-/* Takes the class's turn to box a flow, whichever CPU wins it. The next turn opens SHAPER_BOX_NS
- * later at half the horizon, sooner as the backlog nears the horizon (at it, at once): there
- * every packet would be dropped, and a box silences one flow where the horizon hits them all. */
-static __always_inline bool ingress_box_turn(__u32 class_id, const struct shaper_class *cls,
-					     __u64 delay, __u64 now)
+/* Takes the class's turn to box a flow: once per SHAPER_BOX_NS, whichever CPU wins it. */
+static __always_inline bool ingress_box_turn(__u32 class_id, __u64 now)
 {
 	struct shaper_class_aqm *st = bpf_map_lookup_elem(&shaper_class_aqm, &class_id);
 
@@ -120,11 +119,8 @@ static __always_inline bool ingress_box_turn(__u32 class_id, const struct shaper
 	/* In units of 2^20 ns, compared modulo 2^32 (wraps every 52 days). */
 	if (turn && (__s32)((__u32)(now >> 20) - turn) < 0)
 		return false;
-	const __u64 half = cls->horizon_ns / 2;
-	const __u64 left = delay < cls->horizon_ns ? cls->horizon_ns - delay : 0;
-	const __u64 gap = half ? SHAPER_BOX_NS * (left < half ? left : half) / half : 0;
-
-	return __sync_val_compare_and_swap(&st->box_turn, turn, (__u32)((now + gap) >> 20) | 1) == turn;
+	return __sync_val_compare_and_swap(&st->box_turn, turn,
+					   (__u32)((now + SHAPER_BOX_NS) >> 20) | 1) == turn;
 }
 
 /* The box slot of the packet's flow, and the flow's tag in *owner. */
@@ -137,18 +133,6 @@ static __always_inline struct shaper_flow_box *ingress_box_of(const struct packe
 
 	*owner = (__u64)class_id << 32 | hash;
 	return bpf_map_lookup_elem(&shaper_flow_boxes, &slot);
-}
-
-/* Boxes the packet's flow from now (fair.h's verdict on a flood, or the class's turn). */
-static __always_inline void ingress_box(const struct packet_view *view, __u32 class_id, __u64 now)
-{
-	__u64 owner;
-	struct shaper_flow_box *box = ingress_box_of(view, class_id, &owner);
-
-	if (box) {
-		box->owner = owner;
-		box->until_ns = now + SHAPER_BOX_NS;
-	}
 }
 
 /* The verdict on a received packet of a backlogged class that is neither sparse nor neighbour
@@ -171,7 +155,7 @@ static __always_inline enum congestion_verdict ingress_decide(struct __sk_buff *
 				return CONGESTION_DROP;
 			/* Not in its respite, nor in a box another flow of the slot is in. */
 			if (now >= until + (mine ? SHAPER_BOX_RESPITE_NS : 0) && delay > cls->horizon_ns / 2 &&
-			    ingress_box_turn(class_id, cls, delay, now)) {
+			    ingress_box_turn(class_id, now)) {
 				box->owner = owner;
 				box->until_ns = now + SHAPER_BOX_NS;
 				return CONGESTION_DROP;
