@@ -231,6 +231,7 @@ void Ingress::expect_one_flow_boxed(bool ecn)
     for (uint8_t mark : {0, 2}) {
         Received r = receive(mark, kFrame, 0, 0, 40001);
         drops += r.action == kTcActShot;
+        passed += r.action == kPass;  // a run stalled past its box: the flow's respite
         if (r.after < boxes[0].until_ns) {
             EXPECT_EQ(r.action, kTcActShot) << "ecn bits " << int(mark) << ": still in its box";
         }
@@ -278,6 +279,33 @@ TEST_F(Ingress, AFlowOutOfItsBoxIsNotBoxedAgainInItsRespite)
     Received next = receive(0, kFrame, 0, 0, 40002);
     EXPECT_EQ(next.action, kTcActShot) << "the class's next box takes another flow";
     EXPECT_EQ(boxes_of(1).size(), 2u);
+}
+
+// Fair shares mark a flow above its share; one that cannot be marked passes here (a lone drop
+// would cost a retransmission for little), while a flood past twice its share is still dropped.
+// 8 Mbit: a 1000-byte packet is 1 ms of class time; the share 10 ms, so the 13th packet is above
+// it and the 24th past twice it (as egress's Fair tests).
+TEST_F(Ingress, AFlowAboveItsFairShareThatCannotBeMarkedPassesAFloodIsDropped)
+{
+    add_ingress_class({.id = 1, .rate_bps = 8'000'000, .horizon_ns = 60 * kSec, .ecn = true,
+                       .sparse = false, .fair = true, .aqm_target_ns = 1'000'000,
+                       .aqm_interval_ns = 20'000'000});
+    ClassClock clock{};
+    clock.tat_ns = now_ns() + 10 * kSec;  // a sixth of the horizon: no box
+    clock.fair_epoch_ns = now_ns();
+    clock.fair_epoch_len_ns = 60 * kSec;
+    clock.fair_epoch_tat_ns = clock.tat_ns;
+    clock.fair_share_ns = 10'000'000;
+    clock.fair_epoch = 5;
+    maps_->write_clock(1, clock);
+    for (int i = 1; i <= 23; i++)
+        ASSERT_EQ(receive(0, 1000, 0, 0, 1000).action, kPass) << "packet " << i;
+    for (int i = 24; i <= 26; i++)
+        ASSERT_EQ(receive(0, 1000, 0, 0, 1000).action, kTcActShot) << "packet " << i << ": a flood";
+    const ClassCounters c = maps_->counters(1);
+    EXPECT_EQ(c.drops_fair, 3u);
+    EXPECT_EQ(c.fair_marks + c.ecn_marks + c.drops_aqm, 0u);
+    EXPECT_EQ(c.packets, 23u);
 }
 
 TEST_F(Ingress, BeyondTheHorizonEverythingIsDroppedUncharged)

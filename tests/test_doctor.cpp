@@ -194,11 +194,11 @@ TEST_F(DoctorDevice, CoversTheIngressSideOfADevice)
     EXPECT_EQ(finding(report, "dev sh0 hook")["detail"].get<std::string>().starts_with("tc clsact egress"), true);
 
     // A namespace's tcp_ecn starts at 2: its own connections do not ask for ECN.
-    run("ip netns exec " + ns_->name() + " sysctl -qw net.ipv4.tcp_ecn=2");
+    must_run(ip_tool() + " netns exec " + ns_->name() + " sysctl -qw net.ipv4.tcp_ecn=2");
     json ecn = finding(doctor(), "dev sh0 ingress ecn");
     EXPECT_EQ(ecn["status"], "warn") << ecn;
     EXPECT_EQ(ecn["hint"], "sysctl -w net.ipv4.tcp_ecn=1");
-    run("ip netns exec " + ns_->name() + " sysctl -qw net.ipv4.tcp_ecn=1");
+    must_run(ip_tool() + " netns exec " + ns_->name() + " sysctl -qw net.ipv4.tcp_ecn=1");
     EXPECT_EQ(finding(doctor(), "dev sh0 ingress ecn")["status"], "ok");
     EXPECT_TRUE(finding(doctor(), "dev sh0 ecn").is_null()) << "the send side has no such finding";
 
