@@ -2,6 +2,8 @@
 /*
  * What a class does to a packet when it must slow a flow down: CoDel (aqm.h) and fair shares
  * (fair.h) both CE-mark an ECN-capable packet when the class has ECN on, and drop it otherwise.
+ * On the receive side a packet that cannot be marked passes: there a lone drop slows its sender
+ * little, and drops are the box's (ingress.h).
  */
 #ifndef SHAPER_CONGESTION_H
 #define SHAPER_CONGESTION_H
@@ -9,6 +11,9 @@
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include "shaper_abi.h"
+
+/* Set by the loader: the program runs on the device's receive side. */
+const volatile bool ingress = false;
 
 enum congestion_verdict {
 	CONGESTION_PASS,
@@ -27,7 +32,7 @@ static __always_inline enum congestion_verdict congestion_signal(struct __sk_buf
 {
 	if ((cls->flags & SHAPER_CLASS_ECN) && bpf_skb_ecn_set_ce(skb))
 		return CONGESTION_MARKED;
-	return CONGESTION_DROP;
+	return ingress ? CONGESTION_PASS : CONGESTION_DROP;
 }
 
 #endif /* SHAPER_CONGESTION_H */

@@ -40,6 +40,7 @@
 #include "aqm.h"
 #include "sparse.h"
 #include "fair.h"
+#include "ingress.h"
 
 struct edt_packet {
 	struct packet_view *view;
@@ -161,10 +162,13 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 		}
 	}
 
-	/* CoDel on the delay this packet would wait; a dropped packet is charged nowhere. A sparse
-	 * packet waits for no backlog and tells CoDel nothing. */
+	/* CoDel on the delay this packet would wait (on the receive side, ingress.h's verdict); a
+	 * dropped packet is charged nowhere. A sparse packet waits for no backlog and tells CoDel
+	 * nothing. */
 	if (pkt->aqm && !sparse_leave && !neighbour) {
-		enum congestion_verdict v = aqm_decide(skb, class_id, leaf, estimate - pkt->now, pkt->now);
+		const __u64 delay = estimate - pkt->now;
+		enum congestion_verdict v = ingress ? ingress_decide(skb, pkt->view, class_id, leaf, delay, pkt->now)
+						    : aqm_decide(skb, class_id, leaf, delay, pkt->now);
 
 		stats_congestion(leaf_stats, v, CAUSE_AQM);
 		if (v == CONGESTION_DROP)

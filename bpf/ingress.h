@@ -3,11 +3,36 @@
  * The receive side: the same classes, clocks and verdicts as egress, with no queue to hold a
  * packet. A received packet is charged to its class clock exactly as a sent one (every segment's
  * wire bytes plus overhead, at every level), and its verdict comes from the virtual backlog it
- * would wait behind, clock minus now: below the CoDel target it passes; above, CoDel's control
- * law and fair shares CE-mark ECN-capable packets (the sender halves its window as on a loss,
- * and nothing is lost) and drop the others; beyond the class horizon everything is dropped and
- * charged nowhere. So a class admits at most burst + rate * (T + horizon) over any interval T,
- * as egress's police mode, and TCP is told to slow down before that bound bites.
+ * would wait behind, clock minus now. Beyond the class horizon everything is dropped and charged
+ * nowhere, so a class admits at most burst + rate * (T + horizon) over any interval T, as
+ * egress's police mode. Below that bound:
+ *
+ *  - above the CoDel target, CoDel's control law and fair shares CE-mark ECN-capable packets:
+ *    the sender halves its window as on a loss, and nothing is lost;
+ *  - neither drops a packet it cannot mark (congestion.h); only a flow past twice its fair
+ *    share (a flood that never backs off) is still dropped, as on egress. Without a queue, a
+ *    lone drop costs its sender a retransmission and slows it little: it recovers within a
+ *    round trip (fast retransmit, or its loss probe), and a window of two segments per round
+ *    trip, TCP's least, is far above a slow class's rate when the round trip is short. The
+ *    backlog is what carries a class through its senders' pauses, so it is let grow to half the
+ *    horizon;
+ *  - above half the horizon, one flow at a time is boxed: the packet is dropped and so is every
+ *    packet of its flow for SHAPER_BOX_NS (50 ms), long enough that its loss probe is lost too
+ *    and the sender waits for its retransmission timeout (200 ms at least) before it sends
+ *    again; a few retransmissions buy a fifth of a second of silence. The class's next box
+ *    opens no sooner than SHAPER_BOX_NS later (its turn kept in the class's CoDel entry), so
+ *    the class silences at most one flow per box length, and the backlog left carries it while
+ *    they come back. (A turn that came sooner near the horizon, and fair shares boxing floods,
+ *    measured worse: bench/README.md.)
+ *    A flow out of its box is not boxed again for SHAPER_BOX_RESPITE_NS (250 ms): its timeout's
+ *    retransmission gets through, and the timeout does not back off to twice as long;
+ *  - a box's drops are CoDel's drops (counted as such) and, as every drop, charged nowhere.
+ *
+ * Boxes live in a table of SHAPER_FLOW_BOXES slots by (class, flow hash), tagged with the flow:
+ * two flows sharing a slot never take each other's box; a new box may take a slot whose flow is
+ * in its respite (that flow only loses the respite). The hash is of addresses and ports, never
+ * the kernel's skb->hash: a sender picks a new one at each retransmission timeout, and its flow
+ * would leave its box (or respite) under another name.
  *
  * Lengths: at tc ingress the kernel's qdisc length (wire_len) lacks the L2 header (pulled
  * before tc runs; the program sees it pushed back, in len), and a GRO packet's len counts one
@@ -21,11 +46,10 @@
 
 #include "vmlinux.h"
 #include <bpf/bpf_endian.h>
+#include "aqm.h"
 #include "charge.h"
+#include "flow.h"
 #include "parse.h"
-
-/* Set by the loader: the program runs on the device's receive side. */
-const volatile bool ingress = false;
 
 /* Bytes of each segment's headers, L2 through L4, of an untagged IPv4 or IPv6 packet (the shape
  * GRO builds); the L2 header alone for any other. */
@@ -81,6 +105,64 @@ static __always_inline void ingress_measure(struct __sk_buff *skb, __u32 len, __
 	}
 	*out_wire = wire;
 	*out_segs = segs ? segs : 1;
+}
+
+/* Takes the class's turn to box a flow: once per SHAPER_BOX_NS, whichever CPU wins it. */
+static __always_inline bool ingress_box_turn(__u32 class_id, __u64 now)
+{
+	struct shaper_class_aqm *st = bpf_map_lookup_elem(&shaper_class_aqm, &class_id);
+
+	if (!st)
+		return false;
+	__u32 turn = *(volatile __u32 *)&st->box_turn;
+
+	/* In units of 2^20 ns, compared modulo 2^32 (wraps every 52 days). */
+	if (turn && (__s32)((__u32)(now >> 20) - turn) < 0)
+		return false;
+	return __sync_val_compare_and_swap(&st->box_turn, turn,
+					   (__u32)((now + SHAPER_BOX_NS) >> 20) | 1) == turn;
+}
+
+/* The box slot of the packet's flow, and the flow's tag in *owner. */
+static __always_inline struct shaper_flow_box *ingress_box_of(const struct packet_view *view,
+							      __u32 class_id, __u64 *owner)
+{
+	const struct packet_fields *f = &view->fields;
+	const __u32 hash = flow_hash_of_fields(f->src, f->dst, f->sport, f->dport, f->proto);
+	__u32 slot = flow_bucket_of(hash, class_id) & (SHAPER_FLOW_BOXES - 1);
+
+	*owner = (__u64)class_id << 32 | hash;
+	return bpf_map_lookup_elem(&shaper_flow_boxes, &slot);
+}
+
+/* The verdict on a received packet of a backlogged class that is neither sparse nor neighbour
+ * discovery, `delay` the virtual backlog it would wait behind. */
+static __always_inline enum congestion_verdict ingress_decide(struct __sk_buff *skb,
+							      const struct packet_view *view,
+							      __u32 class_id,
+							      const struct shaper_class *cls,
+							      __u64 delay, __u64 now)
+{
+	if (delay > cls->aqm_target_ns) {
+		__u64 owner;
+		struct shaper_flow_box *box = ingress_box_of(view, class_id, &owner);
+
+		if (box) {
+			const __u64 until = *(volatile __u64 *)&box->until_ns;
+			const bool mine = box->owner == owner;
+
+			if (mine && now < until)
+				return CONGESTION_DROP;
+			/* Not in its respite, nor in a box another flow of the slot is in. */
+			if (now >= until + (mine ? SHAPER_BOX_RESPITE_NS : 0) && delay > cls->horizon_ns / 2 &&
+			    ingress_box_turn(class_id, now)) {
+				box->owner = owner;
+				box->until_ns = now + SHAPER_BOX_NS;
+				return CONGESTION_DROP;
+			}
+		}
+	}
+	return aqm_decide(skb, class_id, cls, delay, now);
 }
 
 #endif /* SHAPER_INGRESS_H */

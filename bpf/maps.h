@@ -44,6 +44,8 @@ SHAPER_PINNED_ARRAY(shaper_class_aqm, BPF_MAP_TYPE_ARRAY, struct shaper_class_aq
 /* An array, not a hash: its lookup is a few inlined instructions (see bpf/flow.h). */
 SHAPER_PINNED_ARRAY(shaper_flows, BPF_MAP_TYPE_ARRAY, struct shaper_flow, 2 * SHAPER_FLOW_BUCKETS, 0);
 
+SHAPER_PINNED_ARRAY(shaper_flow_boxes, BPF_MAP_TYPE_ARRAY, struct shaper_flow_box, SHAPER_FLOW_BOXES, 0);
+
 SHAPER_PINNED_ARRAY(shaper_rules, BPF_MAP_TYPE_ARRAY, struct shaper_rule, SHAPER_MAX_RULES, 0);
 
 SHAPER_PINNED_ARRAY(shaper_rule_stats, BPF_MAP_TYPE_PERCPU_ARRAY, struct shaper_rule_stats,

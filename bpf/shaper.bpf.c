@@ -114,7 +114,8 @@ int shaper_egress(struct __sk_buff *skb)
 	bool fq_by_hash = !sk || sk->state == BPF_TCP_CLOSE || sk->state == BPF_TCP_LISTEN;
 	bool edt = !ingress && settings->mode == SHAPER_MODE_EDT;
 
-	if ((rules_gen & SHAPER_RULES_PRESENT) || !skb->hash || (edt && fq_by_hash))
+	/* Ingress boxes flows by their addresses and ports (ingress.h): always parsed there. */
+	if ((rules_gen & SHAPER_RULES_PRESENT) || !skb->hash || (edt && fq_by_hash) || ingress)
 		parse_packet(skb, &view.fields);
 	if (rules_gen & SHAPER_RULES_PRESENT)
 		class_id = classify_packet(skb, &view.fields, rules_gen, pkt.wire_len);

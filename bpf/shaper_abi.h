@@ -18,6 +18,8 @@
  *   shaper_flows        ARRAY[2 * SHAPER_FLOW_BUCKETS] struct shaper_flow: flows' last departures
  *                       and fair-share counts; bucket b of (class, flow hash) is the two tagged
  *                       ways 2b and 2b + 1, datapath only (bpf/flow.h)
+ *   shaper_flow_boxes   ARRAY[SHAPER_FLOW_BOXES] struct shaper_flow_box: the receive side's boxed
+ *                       flows (bpf/ingress.h), slot by (class, flow hash), datapath only
  *   shaper_rules        ARRAY[SHAPER_MAX_RULES]   struct shaper_rule   the rules as given (control plane)
  *   shaper_rule_stats   PERCPU_ARRAY[SHAPER_MAX_RULES] struct shaper_rule_stats  hits per rule slot
  *   shaper_tuples       ARRAY[2 * SHAPER_MAX_TUPLES] struct shaper_tuple  rule shapes, per generation
@@ -118,6 +120,9 @@ enum shaper_mode {
 #define SHAPER_FLOW_BUCKETS (1u << 16)          /* flows remembered: two ways per bucket */
 #define SHAPER_SPARSE_MIN_BACKLOG_NS 1000000ull /* below 1 ms of backlog nobody needs to jump */
 #define SHAPER_SPARSE_ALLOWANCE_BYTES 3076u     /* early departures at most two frames ahead */
+#define SHAPER_FLOW_BOXES 4096u                 /* receive side: boxed flows, one slot per bucket */
+#define SHAPER_BOX_NS 50000000ull               /* a boxed flow's packets are dropped for 50 ms */
+#define SHAPER_BOX_RESPITE_NS 250000000ull      /* then it is not boxed again for 250 ms */
 
 /* How far past a horizon neighbour discovery still passes, in bytes at the level's rate
  * (bpf/edt.h): one largest GSO packet, what the class's own traffic may overshoot, and as much
@@ -238,7 +243,7 @@ struct shaper_class_aqm {
 	struct bpf_spin_lock lock;
 	__u32 count;          /* marks/drops in the current dropping episode */
 	__u32 dropping;
-	__u32 pad;
+	__u32 box_turn;       /* receive side: no flow is boxed before this, in 2^20 ns; 0: any time */
 	__u64 first_above_ns; /* when the delay will have been above target for an interval */
 	__u64 drop_next_ns;
 };
@@ -292,6 +297,13 @@ struct shaper_flow {
 	__u32 fair_charged_ns;   /* class time its packets asked for in it (dropped ones too) */
 	__u32 fair_acted_epoch;  /* the last epoch this flow was marked or dropped for its share */
 	__u32 fair_counted_epoch; /* the last epoch this way counted toward its class's flows */
+};
+
+/* The receive side's box (bpf/ingress.h): the flow whose every packet is dropped until until_ns,
+ * and which is not boxed again for SHAPER_BOX_RESPITE_NS after. */
+struct shaper_flow_box {
+	__u64 owner;    /* class id << 32 | flow hash, as shaper_flow's; 0: none */
+	__u64 until_ns;
 };
 
 /*

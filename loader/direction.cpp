@@ -2,7 +2,7 @@
 
 namespace shaperctl {
 
-const uint64_t kIngressDefaultHorizonNs = 250'000'000;  // 250 ms
+const uint64_t kIngressDefaultHorizonNs = 150'000'000;  // 150 ms
 const uint64_t kIngressDefaultTargetNs = 2'000'000;     // 2 ms
 const uint64_t kIngressDefaultIntervalNs = 5'000'000;   // 5 ms
 

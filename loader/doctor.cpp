@@ -25,6 +25,7 @@
 #include "loader/error.h"
 #include "loader/kernel_features.h"
 #include "loader/libbpf_log.h"
+#include "loader/maps.h"
 #include "loader/program.h"
 #include "loader/qdisc.h"
 #include "loader/shaper.h"
@@ -105,6 +106,50 @@ uint32_t pinned_prog_id(const std::string& pin_dir)
     return bpf_obj_get_info_by_fd(prog.get(), &info, &len) ? 0 : info.id;
 }
 
+// What the side's commands open: the program's pin and every map's. A pin removed by hand leaves
+// the program running with no way to change or read it.
+void check_pins(const Device& device, const std::string& who, const std::string& fix, std::vector<Finding>& out)
+{
+    try {
+        ShaperMaps::open_pinned(device.pin_dir());
+    } catch (const Error& e) {
+        out.push_back({who + " pins", "fail", std::string(e.what()) + ": the side cannot be changed or read", fix});
+        return;
+    }
+    if (!pinned_prog_id(device.pin_dir()))
+        out.push_back({who + " pins", "warn",
+                       "no program pinned in " + device.pin_dir() + ": the next attach loads a new one", fix});
+    else
+        out.push_back({who + " pins", "ok", "program and maps pinned in " + device.pin_dir(), ""});
+}
+
+// The hook the side runs on, and the kernel feature it stands for: TCX (Linux 6.6) or tc clsact.
+Finding hook_finding(const std::string& who, EgressHook hook, Direction side)
+{
+    const std::string point = attach_point_name(hook, side);
+    if (hook == EgressHook::Tcx)
+        return {who + " hook", "ok", point + ": a TCX link (Linux 6.6+)", ""};
+    if (kernel_has_tcx())
+        return {who + " hook", "ok", point + ": chosen at attach (SHAPERCTL_ATTACH=tc); this kernel has TCX too", ""};
+    return {who + " hook", "ok",
+            point + ": this kernel (" + kernel_release() + ") has no TCX " + direction_name(side) +
+                " hook; Linux 6.6 has it",
+            ""};
+}
+
+// Ingress classes slow senders by CE marks where the connection negotiated ECN, else by drops.
+// Connections this host opens (its downloads) ask for ECN only with tcp_ecn=1.
+Finding ecn_finding(const std::string& who)
+{
+    const std::string ecn = read_line("/proc/sys/net/ipv4/tcp_ecn");
+    if (ecn == "1")
+        return {who + " ecn", "ok", "net.ipv4.tcp_ecn=1: connections opened here ask for ECN", ""};
+    return {who + " ecn", "warn",
+            "net.ipv4.tcp_ecn=" + (ecn.empty() ? std::string("unknown") : ecn) +
+                ": connections opened here do not ask for ECN, so their downloads are slowed by drops, not marks",
+            "sysctl -w net.ipv4.tcp_ecn=1"};
+}
+
 void check_device(const ManagedDevice& m, const std::string& shaperctl, std::vector<Finding>& out)
 {
     const bool ingress = m.direction == Direction::Ingress;
@@ -130,6 +175,11 @@ void check_device(const ManagedDevice& m, const std::string& shaperctl, std::vec
                        shaperctl + " attach --dev " + m.name + side_flag + " replaces it"});
     else
         out.push_back({who + " filter", "ok", "program " + std::to_string(running) + " on " + hook, ""});
+
+    check_pins(device, who, shaperctl + " detach --dev " + m.name + side_flag + ", then attach again", out);
+    out.push_back(hook_finding(who, m.egress.hook, m.direction));
+    if (ingress)
+        out.push_back(ecn_finding(who));
 
     if (m.mode == SHAPER_MODE_EDT) {
         const PacingSetup pacing = inspect_pacing(m.ifindex);
@@ -228,18 +278,20 @@ std::vector<Finding> run_doctor(const std::string& netns)
                 bpf_tc_hook hook{};
                 hook.sz = sizeof hook;
                 hook.ifindex = lo;
-                hook.attach_point = BPF_TC_EGRESS;
+                hook.attach_point = static_cast<bpf_tc_attach_point>(BPF_TC_INGRESS | BPF_TC_EGRESS);
                 if (int err = bpf_tc_hook_create(&hook); err && err != -EEXIST)
                     throw Error(errno_message("cannot create a clsact qdisc", err));
             });
-            out.push_back({"clsact", "ok", "a clsact qdisc can be created", ""});
+            out.push_back({"clsact", "ok", "a clsact qdisc can be created (egress and ingress hooks)", ""});
         } catch (const Error& e) {
             out.push_back({"clsact", "fail", e.what(), "a kernel with CONFIG_NET_SCH_INGRESS (clsact)"});
         }
         if (kernel_has_tcx())
-            out.push_back({"tcx", "ok", "TCX: attach links the program on tcx egress", ""});
+            out.push_back({"tcx", "ok", "TCX: attach links the program on tcx egress, and tcx ingress for --ingress", ""});
         else
-            out.push_back({"tcx", "ok", "no TCX (before 6.6): attach uses tc clsact egress", ""});
+            out.push_back({"tcx", "ok",
+                           "no TCX (Linux 6.6 has it): attach uses tc clsact egress, and tc clsact ingress for --ingress",
+                           ""});
         std::string fq_error;
         try {
             detail::in_scratch_netns([] { install_fq(static_cast<int>(if_nametoindex("lo")), FqOptions{}); });

@@ -167,6 +167,62 @@ TEST_F(DoctorDevice, NoticesAReplacedQdisc)
     EXPECT_EQ(status, 1);
 }
 
+// The receive side is checked as the send side is: its program on its hook, its pins, the
+// kernel feature the hook stands for (TCX, or tc clsact ingress and the version that has TCX),
+// and whether connections opened here ask for ECN. Taking it apart fails the ingress side's
+// findings and names --ingress in the fix; the egress side stays ok.
+TEST_F(DoctorDevice, CoversTheIngressSideOfADevice)
+{
+    ASSERT_EQ(sh("attach --dev sh0 --mode police", "SHAPERCTL_ATTACH=tc ").status, 0);
+    ASSERT_EQ(sh("attach --dev sh0 --ingress", "SHAPERCTL_ATTACH=tc ").status, 0);
+    json report = doctor();
+    EXPECT_TRUE(finding(report, "managed devices")["detail"].get<std::string>().starts_with("2 in this"))
+        << report.dump(2);
+    EXPECT_EQ(finding(report, "dev sh0 ingress filter")["status"], "ok") << report.dump(2);
+    EXPECT_NE(finding(report, "dev sh0 ingress filter")["detail"].get<std::string>().find("tc clsact ingress"),
+              std::string::npos);
+    const json pins = finding(report, "dev sh0 ingress pins");
+    EXPECT_EQ(pins["status"], "ok") << pins;
+    const json hook = finding(report, "dev sh0 ingress hook");
+    EXPECT_EQ(hook["status"], "ok") << hook;
+    const std::string hook_detail = hook["detail"];
+    EXPECT_TRUE(hook_detail.starts_with("tc clsact ingress")) << hook;
+    if (!shaperctl::kernel_has_tcx()) {
+        EXPECT_NE(hook_detail.find("has no TCX ingress hook; Linux 6.6 has it"), std::string::npos) << hook;
+    }
+    EXPECT_TRUE(finding(report, "dev sh0 ingress fq").is_null()) << "no pacing on the receive side";
+    EXPECT_EQ(finding(report, "dev sh0 hook")["detail"].get<std::string>().starts_with("tc clsact egress"), true);
+
+    // A namespace's tcp_ecn starts at 2: its own connections do not ask for ECN.
+    must_run(ip_tool() + " netns exec " + ns_->name() + " sysctl -qw net.ipv4.tcp_ecn=2");
+    json ecn = finding(doctor(), "dev sh0 ingress ecn");
+    EXPECT_EQ(ecn["status"], "warn") << ecn;
+    EXPECT_EQ(ecn["hint"], "sysctl -w net.ipv4.tcp_ecn=1");
+    must_run(ip_tool() + " netns exec " + ns_->name() + " sysctl -qw net.ipv4.tcp_ecn=1");
+    EXPECT_EQ(finding(doctor(), "dev sh0 ingress ecn")["status"], "ok");
+    EXPECT_TRUE(finding(doctor(), "dev sh0 ecn").is_null()) << "the send side has no such finding";
+
+    ns_->tc("filter del dev sh0 ingress");
+    int status = -1;
+    report = doctor(&status);
+    const json filter = finding(report, "dev sh0 ingress filter");
+    EXPECT_EQ(filter["status"], "fail") << filter;
+    EXPECT_NE(filter["hint"].get<std::string>().find("attach --dev sh0 --ingress"), std::string::npos) << filter;
+    EXPECT_EQ(finding(report, "dev sh0 filter")["status"], "ok") << "the send side is untouched";
+    EXPECT_EQ(status, 1);
+
+    // A map's pin removed by hand: the side can no longer be changed or read.
+    const std::string pin_dir = pins["detail"].get<std::string>().substr(pins["detail"].get<std::string>().rfind(' ') + 1);
+    ASSERT_TRUE(pin_dir.find("-ingress") != std::string::npos) << pins;
+    ASSERT_EQ(unlink((pin_dir + "/shaper_class_stats").c_str()), 0) << pin_dir;
+    const json broken = finding(doctor(), "dev sh0 ingress pins");
+    EXPECT_EQ(broken["status"], "fail") << broken;
+    EXPECT_NE(broken["detail"].get<std::string>().find("shaper_class_stats"), std::string::npos) << broken;
+    EXPECT_NE(broken["hint"].get<std::string>().find("detach --dev sh0 --ingress"), std::string::npos) << broken;
+    EXPECT_EQ(finding(doctor(), "dev sh0 pins")["status"], "ok");
+    sh("detach --dev sh0 --ingress");
+}
+
 TEST(Doctor, WithoutPrivilegesSaysSo)
 {
     if (run("setpriv --version").output.find("util-linux") == std::string::npos)
