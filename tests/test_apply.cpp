@@ -464,6 +464,7 @@ TEST_F(Apply, TheIngressSideIsAnEntryOfItsOwn)
         EXPECT_EQ(dump(), before) << text;
     }
 
+    write_file(file_, both.dump());
     o = sh("detach -f " + file_);
     ASSERT_EQ(o.status, 0) << o.err;
     EXPECT_EQ(o.out, "detached from sh0\ndetached from sh0 ingress\n");
