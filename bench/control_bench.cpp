@@ -392,7 +392,7 @@ try {
     if (o.rules) {
         const ShaperMaps& m = maps;
         const double t_publish = seconds_of([&] { write_rules(m, o.rules, n); }, "publish_rules_s");
-        const double t_add_rule = seconds_of([&] { add_rule(m, veth_dst_rule(o.rules, 1)); },
+        const double t_add_rule = seconds_of([&] { add_rule(m, rule_spec_of(veth_dst_rule(o.rules, 1))); },
                                              "add_rule_at_n_s");
         const double t_clear = seconds_of([&] { clear_rules(m, o.rules + 1); });
         say("rules: write_rule x R + publish_rules once (s)", t_publish, "s");

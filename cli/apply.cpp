@@ -26,6 +26,12 @@ struct Target {
     std::vector<std::string> lines;
 };
 
+// How a line names a device's side: nothing for egress, " ingress".
+std::string side_suffix(Direction side)
+{
+    return side == Direction::Ingress ? " ingress" : "";
+}
+
 std::string limit_text(uint32_t limit)
 {
     return limit ? std::to_string(limit) : std::string("kernel-default");
@@ -77,7 +83,7 @@ void plan(Target& t)
     const char* mode = mode_name(w.mode);
     ShaperConfig current;
     if (t.attached) {
-        t.shaper.emplace(Shaper::open(want.name));
+        t.shaper.emplace(Shaper::open(want.name, w.side));
         current = t.shaper->config();
         if (current.mode != w.mode)
             throw Error(want.path + ".mode: dev " + want.name + " is attached in " + mode_name(current.mode) +
@@ -104,7 +110,7 @@ void plan(Target& t)
     }
     t.steps = plan_config(current, w);
     for (const ConfigStep& step : t.steps) {
-        std::string line = describe_step(step, w.mode);
+        std::string line = describe_step(step, class_defaults(w.side, w.mode));
         if (!line.empty())
             t.lines.push_back(line);
     }
@@ -117,7 +123,7 @@ void print_diff(const std::vector<Target>& targets, std::ostream& out)
         if (t.lines.empty())
             continue;
         changes = true;
-        out << "dev " << t.want->name << ":\n";
+        out << "dev " << t.want->name << side_suffix(t.want->config.side) << ":\n";
         for (const std::string& line : t.lines)
             out << line << "\n";
     }
@@ -131,12 +137,24 @@ void print_diff(const std::vector<Target>& targets, std::ostream& out)
 nlohmann::ordered_json dump_config(const std::string& dev)
 {
     std::vector<std::pair<std::string, ShaperConfig>> devices;
+    const auto side_of = [](const std::string& name, Direction side) {
+        return std::pair{name, Shaper::open_unlocked(name, side).config()};
+    };
     if (!dev.empty()) {
-        devices.push_back({dev, Shaper::open_unlocked(dev).config()});
+        // Each side attached; the egress side's refusal when neither is (or the device is gone).
+        bool ingress = false;
+        try {
+            ingress = Shaper::is_attached(dev, Direction::Ingress);
+        } catch (const Error&) {
+        }
+        if (!ingress || Shaper::is_attached(dev, Direction::Egress))
+            devices.push_back(side_of(dev, Direction::Egress));
+        if (ingress)
+            devices.push_back(side_of(dev, Direction::Ingress));
     } else {
         for (const ManagedDevice& m : Shaper::list())
-            if (m.present && m.direction == Direction::Egress)  // the file format has no ingress yet
-                devices.push_back({m.name, Shaper::open_unlocked(m.name).config()});
+            if (m.present)
+                devices.push_back(side_of(m.name, m.direction));
     }
     return config_json(devices);
 }
@@ -146,7 +164,7 @@ void apply_file(const std::string& path, bool dry_run, std::ostream& out)
     const ConfigFile file = load_config(path);
     std::vector<Target> targets(file.devices.size());
     try {
-        std::map<int, std::string> seen;  // ifindex -> path: two names of one device
+        std::map<std::pair<int, Direction>, std::string> seen;  // -> path: two names of one device's side
         for (size_t i = 0; i < targets.size(); i++) {
             Target& t = targets[i];
             t.want = &file.devices[i];
@@ -155,10 +173,11 @@ void apply_file(const std::string& path, bool dry_run, std::ostream& out)
             } catch (const Error& e) {
                 throw Error(t.want->path + ".device: " + e.what());
             }
-            if (auto [it, fresh] = seen.emplace(t.device.ifindex, t.want->path); !fresh)
+            const Direction side = t.want->config.side;
+            if (auto [it, fresh] = seen.emplace(std::pair{t.device.ifindex, side}, t.want->path); !fresh)
                 throw Error(t.want->path + ".device: \"" + t.want->name + "\" is the device of " +
                             it->second + " under another name");
-            t.attached = Shaper::is_attached(t.want->name);
+            t.attached = Shaper::is_attached(t.want->name, side);
         }
         for (Target& t : targets)
             plan(t);
@@ -175,22 +194,23 @@ void apply_file(const std::string& path, bool dry_run, std::ostream& out)
     }
 
     // Attach first, every device or none: the other changes cannot fail on bad input.
-    std::vector<std::string> attached_now;
+    std::vector<const Target*> attached_now;
     try {
         for (Target& t : targets) {
             if (t.attached)
                 continue;
             AttachOptions options;
+            options.direction = t.want->config.side;
             options.mode = t.want->config.mode;
             options.fq = t.want->config.fq;
             options.max_classes = t.want->config.max_classes;
             Shaper::attach(t.want->name, options);
-            attached_now.push_back(t.want->name);
+            attached_now.push_back(&t);
         }
     } catch (const Error& e) {
-        for (const std::string& dev : attached_now) {
+        for (const Target* t : attached_now) {
             try {
-                Shaper::detach(dev);
+                Shaper::detach(t->want->name, t->want->config.side);
             } catch (const Error&) {
                 // The attach error is the one to report.
             }
@@ -201,11 +221,11 @@ void apply_file(const std::string& path, bool dry_run, std::ostream& out)
     print_diff(targets, out);
     for (Target& t : targets) {
         if (!t.shaper)
-            t.shaper.emplace(Shaper::open(t.want->name));
+            t.shaper.emplace(Shaper::open(t.want->name, t.want->config.side));
         // fq's horizon bounds the classes': raised before they change, lowered after.
         if (t.fq_change && !t.fq_horizon_lowered)
             t.shaper->set_fq_options(t.want->config.fq);
-        t.shaper->apply(t.steps);
+        t.shaper->apply(t.steps, t.want->rules);
         if (t.fq_change && t.fq_horizon_lowered)
             t.shaper->set_fq_options(t.want->config.fq);
     }
@@ -217,12 +237,13 @@ void detach_file(const std::string& path, std::ostream& out)
     std::string first_error;
     for (const ConfigDevice& d : file.devices) {
         try {
-            if (!Shaper::is_attached(d.name)) {
-                out << "dev " << d.name << ": not attached\n";
+            const Direction side = d.config.side;
+            if (!Shaper::is_attached(d.name, side)) {
+                out << "dev " << d.name << side_suffix(side) << ": not attached\n";
                 continue;
             }
-            Shaper::detach(d.name);
-            out << "detached from " << d.name << "\n";
+            Shaper::detach(d.name, side);
+            out << "detached from " << d.name << side_suffix(side) << "\n";
         } catch (const Error& e) {
             const std::string what = e.what();
             if (what.starts_with("unknown device")) {

@@ -14,10 +14,9 @@
 #include <sstream>
 
 #include "loader/cgroup.h"
-#include "loader/class_tree.h"
+#include "loader/config_check.h"
 #include "loader/error.h"
 #include "loader/mode.h"
-#include "loader/rule_compiler.h"
 #include "loader/rule_spec.h"
 #include "json_read.h"
 #include "units.h"
@@ -93,29 +92,20 @@ ojson rule_field_json(const RuleSpec& r, const RuleField& f, const CgroupNames& 
     return text;
 }
 
-// A class of the device at `device_path` ("devices[0]"), whose mode and fq options are parsed.
-ClassSpec parse_class(const json& j, const std::string& path, const std::string& device_path,
-                      const ShaperConfig& device)
+// A class of a device whose side and mode are parsed: its fields over the side's defaults (a
+// horizon of 0 is the default too, as on the command line). check_config() checks the rest.
+ClassSpec parse_class(const json& j, const std::string& path, const ClassSpec& defaults)
 {
     check_keys(j, path, "class");
     for (const ClassField& f : class_fields())
         if (f.required && !j.contains(f.name))
             fail(path, std::string("\"") + f.name + "\" is required");
-    ClassSpec spec;
+    ClassSpec spec = defaults;
     for (const ClassField& f : class_fields())
-        f.set(spec, j.contains(f.name) ? get_class_field(f, j[f.name], path + "." + f.name)
-                                       : field_default(f, device.mode));
-    // The datapath's own checks (ranges, an hour of credit at most, within fq's horizon, ...).
-    const uint32_t max = device.max_classes ? device.max_classes : SHAPER_LIMIT_MAX_CLASSES;
-    FqHorizon fq;
-    if (device.mode == SHAPER_MODE_EDT)
-        fq = {device.fq.horizon_ns, " (" + device_path + ".fq.horizon raises it)"};
-    if (!spec.horizon_ns)  // as on the command line: the mode's default, as the device stores it
-        spec.horizon_ns = mode_horizon(device.mode);
-    at(path, [&] {
-        validate_class(spec, max, fq);
-        return 0;
-    });
+        if (j.contains(f.name))
+            f.set(spec, get_class_field(f, j[f.name], path + "." + f.name));
+    if (!spec.horizon_ns)
+        spec.horizon_ns = defaults.horizon_ns;
     return spec;
 }
 
@@ -166,16 +156,61 @@ RuleSpec parse_rule_json(const json& j, const std::string& path, const CgroupNam
     return r;
 }
 
-// Parents exist among the device's classes, never loop, and stack at most SHAPER_MAX_DEPTH deep.
-void check_tree(const ConfigDevice& d)
+// The device's configuration checked whole (check_config()), a fault named by its JSON path.
+CheckedRules check_device(const ConfigDevice& d)
 {
-    ClassParents parents;
-    for (const ClassSpec& c : d.config.classes)
-        parents[c.id] = c.parent;
-    if (const TreeFault fault = check_class_tree(parents)) {
-        const std::string path = d.path + ".classes[" + std::to_string(d.class_index.at(fault.id)) + "].parent";
-        fail(path, fault.describe() + (fault.kind == TreeFault::MissingParent ? " among " + d.path + ".classes" : ""));
+    const ShaperConfig& c = d.config;
+    ConfigLimits limits;
+    if (c.max_classes)
+        limits.max_classes = c.max_classes;
+    if (c.mode == SHAPER_MODE_EDT)
+        limits.fq = {c.fq.horizon_ns, " (" + d.path + ".fq.horizon raises it)"};
+    limits.side = c.side;
+    try {
+        return check_config(c, limits);
+    } catch (const ConfigFault& fault) {
+        using Item = ConfigFault::Item;
+        std::string path = d.path;
+        if (fault.item == Item::Class)
+            path += ".classes[" + std::to_string(d.class_index.at(fault.id)) + "]";
+        else if (fault.item == Item::Rule)
+            path += ".rules[" + std::to_string(d.rule_index.at(fault.id)) + "]";
+        else
+            path += fault.item == Item::DefaultClass ? ".default_class" : ".rules";
+        if (!fault.field.empty())
+            path += "." + fault.field;
+        fail(path, fault.what() + (fault.missing_class ? " among " + d.path + ".classes" : std::string()));
     }
+}
+
+uint32_t key_of(const ClassSpec& c) { return c.id; }
+uint32_t key_of(const RuleSpec& r) { return r.pref; }
+
+// The array `name` of the device at `path` ("classes", "rules"), each item parsed by `parse` (which
+// returns it and the path of its key), its key (a class id, a pref) given once: `index` maps each
+// key to its item's index. Sorted by key.
+template <typename Item, typename Parse>
+std::vector<Item> parse_list(const json& device, const std::string& path, const char* name,
+                             std::map<uint32_t, size_t>& index, const char* noun, Parse parse)
+{
+    std::vector<Item> items;
+    if (!device.contains(name))
+        return items;
+    const std::string list = path + "." + name;
+    const json& array = device[name];
+    if (!array.is_array())
+        fail(list, std::string("expected an array of ") + name);
+    for (size_t i = 0; i < array.size(); i++) {
+        auto [item, key_path] = parse(array[i], list + "[" + std::to_string(i) + "]");
+        const uint32_t key = key_of(item);
+        if (auto it = index.find(key); it != index.end())
+            fail(key_path, std::string(noun) + " " + std::to_string(key) + " is given twice (also " + list +
+                               "[" + std::to_string(it->second) + "])");
+        index[key] = i;
+        items.push_back(item);
+    }
+    std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return key_of(a) < key_of(b); });
+    return items;
 }
 
 ConfigDevice parse_device(const json& j, const std::string& path, const CgroupNames& cgroups)
@@ -189,13 +224,24 @@ ConfigDevice parse_device(const json& j, const std::string& path, const CgroupNa
     if (d.name.empty() || d.name.size() >= IFNAMSIZ || d.name.find('/') != std::string::npos)
         fail(path + ".device", "bad device name \"" + d.name + "\"");
     ShaperConfig& c = d.config;
+    if (j.contains("direction")) {
+        const std::string side = get_string(j["direction"], path + ".direction", "\"ingress\"");
+        c.side = at(path + ".direction", [&] { return direction_from_name(side); });
+    }
+    const bool ingress = c.side == Direction::Ingress;
+    if (ingress)
+        c.mode = SHAPER_MODE_POLICE;  // nothing queues a received packet
     if (j.contains("mode")) {
         const std::string mode = get_string(j["mode"], path + ".mode", "\"edt\"");
         c.mode = at(path + ".mode", [&] { return mode_from_name(mode); });
+        if (ingress && c.mode != SHAPER_MODE_POLICE)
+            fail(path + ".mode", "ingress is police mode: received packets are not queued, so ingress marks and drops");
     }
     if (j.contains("fq")) {
         const std::string p = path + ".fq";
         check_keys(j["fq"], p, "fq");
+        if (ingress)
+            fail(p, "fq options apply to egress only (nothing queues received packets)");
         if (c.mode != SHAPER_MODE_EDT)
             fail(p, "fq options apply to edt mode only");
         const json& fq = j["fq"];
@@ -212,60 +258,17 @@ ConfigDevice parse_device(const json& j, const std::string& path, const CgroupNa
     }
     if (j.contains("max_classes"))
         c.max_classes = uint32_t(get_int(j["max_classes"], path + ".max_classes", 2, SHAPER_LIMIT_MAX_CLASSES));
-    if (j.contains("classes")) {
-        const json& classes = j["classes"];
-        if (!classes.is_array())
-            fail(path + ".classes", "expected an array of classes");
-        for (size_t i = 0; i < classes.size(); i++) {
-            const std::string p = path + ".classes[" + std::to_string(i) + "]";
-            ClassSpec spec = parse_class(classes[i], p, path, c);
-            if (auto it = d.class_index.find(spec.id); it != d.class_index.end())
-                fail(p + ".id", "class " + std::to_string(spec.id) + " is given twice (also " + path +
-                                    ".classes[" + std::to_string(it->second) + "])");
-            d.class_index[spec.id] = i;
-            c.classes.push_back(spec);
-        }
-        std::sort(c.classes.begin(), c.classes.end(),
-                  [](const ClassSpec& a, const ClassSpec& b) { return a.id < b.id; });
-    }
-    check_tree(d);
-    auto known_class = [&](uint32_t id, const std::string& p) {
-        if (!d.class_index.count(id))
-            fail(p, "no class " + std::to_string(id) + " among " + path + ".classes");
-    };
-    if (j.contains("default_class") && !j["default_class"].is_null()) {
+    const ClassSpec defaults = class_defaults(c.side, c.mode);
+    c.classes = parse_list<ClassSpec>(j, path, "classes", d.class_index, "class", [&](const json& v, const std::string& p) {
+        return std::pair{parse_class(v, p, defaults), p + ".id"};
+    });
+    if (j.contains("default_class") && !j["default_class"].is_null())
         c.default_class = uint32_t(get_int(j["default_class"], path + ".default_class", 0,
                                            SHAPER_LIMIT_MAX_CLASSES - 1));
-        if (c.default_class)
-            known_class(c.default_class, path + ".default_class");
-    }
-    if (j.contains("rules")) {
-        const json& rules = j["rules"];
-        if (!rules.is_array())
-            fail(path + ".rules", "expected an array of rules");
-        if (rules.size() > SHAPER_MAX_RULES)
-            fail(path + ".rules", std::to_string(rules.size()) + " rules (at most " +
-                                      std::to_string(SHAPER_MAX_RULES) + ")");
-        std::map<uint32_t, size_t> prefs;
-        std::vector<shaper_rule> compiled;  // the datapath's own checks, of each and of the set
-        std::vector<uint32_t> slots;
-        for (size_t i = 0; i < rules.size(); i++) {
-            const std::string p = path + ".rules[" + std::to_string(i) + "]";
-            RuleSpec r = parse_rule_json(rules[i], p, cgroups);
-            if (auto it = prefs.find(r.pref); it != prefs.end())
-                fail(p + ".pref", "pref " + std::to_string(r.pref) + " is given twice (also " + path +
-                                      ".rules[" + std::to_string(it->second) + "])");
-            prefs[r.pref] = i;
-            known_class(r.class_id, p + ".class");
-            slots.push_back(uint32_t(compiled.size()));
-            compiled.push_back(at(p, [&] { return compile_rule(r); }));
-            c.rules.push_back(r);
-        }
-        std::sort(c.rules.begin(), c.rules.end(),
-                  [](const RuleSpec& a, const RuleSpec& b) { return a.pref < b.pref; });
-        if (!compiled.empty())
-            at(path + ".rules", [&] { return compile_rules(compiled, slots, 0).tuples.size(); });
-    }
+    c.rules = parse_list<RuleSpec>(j, path, "rules", d.rule_index, "pref", [&](const json& v, const std::string& p) {
+        return std::pair{parse_rule_json(v, p, cgroups), p + ".pref"};
+    });
+    d.rules = check_device(d);
     return d;
 }
 
@@ -275,19 +278,26 @@ const std::vector<std::string>& config_keys(const std::string& object)
 {
     static const std::map<std::string, std::vector<std::string>> keys = {
         {"file", {"version", "devices"}},
-        {"device", {"device", "mode", "fq", "max_classes", "default_class", "classes", "rules"}},
+        {"device", {"device", "direction", "mode", "fq", "max_classes", "default_class", "classes", "rules"}},
         {"fq", {"horizon", "flow_limit", "limit"}},
-        {"rule", {"pref", "class", "src", "dst", "proto", "sport", "dport", "mark", "cgroup",
-                  "priority", "dscp", "vlan"}},
         {"cgroup", {"id", "level"}},
     };
+    // A class's and a rule's from their tables.
     static const std::vector<std::string> class_keys = [] {
         std::vector<std::string> names;
         for (const ClassField& f : class_fields())
             names.push_back(f.name);
         return names;
     }();
-    return object == "class" ? class_keys : keys.at(object);
+    static const std::vector<std::string> rule_keys = [] {
+        std::vector<std::string> names = {"pref", "class"};
+        for (const RuleField& f : rule_fields())
+            names.push_back(f.name);
+        return names;
+    }();
+    if (object == "class")
+        return class_keys;
+    return object == "rule" ? rule_keys : keys.at(object);
 }
 
 ConfigFile parse_config(const std::string& text, const CgroupNames& cgroups)
@@ -302,12 +312,12 @@ ConfigFile parse_config(const std::string& text, const CgroupNames& cgroups)
     if (!j["devices"].is_array())
         fail("devices", "expected an array of devices");
     ConfigFile file;
-    std::map<std::string, std::string> names;
+    std::map<std::pair<std::string, Direction>, std::string> names;  // each side once
     for (size_t i = 0; i < j["devices"].size(); i++) {
         ConfigDevice d = parse_device(j["devices"][i], "devices[" + std::to_string(i) + "]", cgroups);
-        if (auto it = names.find(d.name); it != names.end())
+        if (auto it = names.find({d.name, d.config.side}); it != names.end())
             fail(d.path + ".device", "device \"" + d.name + "\" is given twice (also " + it->second + ")");
-        names[d.name] = d.path;
+        names[{d.name, d.config.side}] = d.path;
         file.devices.push_back(std::move(d));
     }
     return file;
@@ -333,6 +343,8 @@ ojson config_json(const std::vector<std::pair<std::string, ShaperConfig>>& devic
     for (const auto& [name, c] : devices) {
         ojson d;
         d["device"] = name;
+        if (c.side != Direction::Egress)  // egress, the default, goes unsaid
+            d["direction"] = direction_name(c.side);
         d["mode"] = mode_name(c.mode);
         if (c.mode == SHAPER_MODE_EDT) {
             ojson fq;

@@ -2,10 +2,12 @@
 // ("rate": "20mbit"), one entry per device. Schema: packaging/shaperctl-config.schema.json.
 //
 // Parsing checks the whole file before anything is done with it: unknown or repeated keys,
-// types, every value as the CLI would parse it, and the device's configuration as a whole
-// (class horizons within its fq horizon in edt mode, parents exist and form a tree at most
-// SHAPER_MAX_DEPTH deep, prefs unique, rules name classes of the file, the default class exists,
-// the rule set fits the datapath). Errors are one line that starts with the JSON path:
+// types, every value as the CLI would parse it, prefs and class ids unique, and each device's
+// configuration as a whole by check_config(), as every command's change is checked (class
+// horizons within its fq horizon in edt mode, parents exist and form a tree at most
+// SHAPER_MAX_DEPTH deep, rules name classes of the file, the default class exists, the rule set
+// fits the datapath). A device entry is one side of the device ("direction", egress when
+// absent). Errors are one line that starts with the JSON path:
 // `devices[0].classes[3].rate: bad rate "10mbt": ...`.
 #pragma once
 
@@ -17,6 +19,7 @@
 
 #include "loader/cgroup.h"
 #include "loader/config.h"
+#include "loader/config_check.h"
 
 namespace shaperctl {
 
@@ -25,6 +28,8 @@ struct ConfigDevice {
     std::string path;  // "devices[0]"
     ShaperConfig config;
     std::map<uint32_t, size_t> class_index;  // class id -> its index in "classes"
+    std::map<uint32_t, size_t> rule_index;   // pref -> its index in "rules"
+    CheckedRules rules;                      // compiled once, by check_config()
 };
 
 struct ConfigFile {

@@ -1,16 +1,19 @@
 // The JSON Schema of apply's configuration file (packaging/shaperctl-config.schema.json is this
 // function's output, and a test keeps it so): the file's frame as written here, the class's
-// properties from the class table.
+// properties and the rule's matches from their tables.
 #include "config_schema.h"
 
 #include "loader/class_spec.h"
+#include "loader/direction.h"
+#include "loader/rule_spec.h"
 
 namespace shaperctl {
 namespace {
 
 using ojson = nlohmann::ordered_json;
 
-// Everything but the class's properties, which the class table gives.
+// Everything but the class's properties and the rule's matches, which the class and rule tables
+// give.
 constexpr const char* kFrame = R"json({
   "$schema": "https://json-schema.org/draft/2020-12/schema",
   "$id": "https://github.com/shaperctl/shaperctl/packaging/shaperctl-config.schema.json",
@@ -188,105 +191,6 @@ constexpr const char* kFrame = R"json({
         },
         "class": {
           "$ref": "#/$defs/class_id"
-        },
-        "src": {
-          "type": "string",
-          "description": "IPv4 or IPv6 CIDR; a bare address is a /32 or /128."
-        },
-        "dst": {
-          "type": "string"
-        },
-        "proto": {
-          "oneOf": [
-            {
-              "enum": [
-                "tcp",
-                "udp",
-                "icmp",
-                "icmpv6",
-                "sctp",
-                "gre"
-              ]
-            },
-            {
-              "type": "integer",
-              "minimum": 0,
-              "maximum": 255
-            },
-            {
-              "type": "string",
-              "pattern": "^[0-9]+$"
-            }
-          ]
-        },
-        "sport": {
-          "$ref": "#/$defs/port"
-        },
-        "dport": {
-          "$ref": "#/$defs/port"
-        },
-        "mark": {
-          "oneOf": [
-            {
-              "type": "integer",
-              "minimum": 0,
-              "maximum": 4294967295
-            },
-            {
-              "type": "string",
-              "description": "V or V/MASK, hex (0x..) or decimal."
-            }
-          ]
-        },
-        "cgroup": {
-          "description": "cgroup v2 path (absolute, or relative to the cgroup2 mount), or an id and level as dump shows a cgroup it cannot find a path for.",
-          "oneOf": [
-            {
-              "type": "string",
-              "minLength": 1
-            },
-            {
-              "type": "object",
-              "additionalProperties": false,
-              "required": [
-                "id",
-                "level"
-              ],
-              "properties": {
-                "id": {
-                  "type": "integer",
-                  "minimum": 1
-                },
-                "level": {
-                  "type": "integer",
-                  "minimum": 0
-                }
-              }
-            }
-          ]
-        },
-        "priority": {
-          "oneOf": [
-            {
-              "type": "integer",
-              "minimum": 0,
-              "maximum": 4294967295
-            },
-            {
-              "type": "string",
-              "description": "N, or MAJ:MIN (hex) as tc writes classids."
-            }
-          ]
-        },
-        "dscp": {
-          "type": "integer",
-          "minimum": 0,
-          "maximum": 63
-        },
-        "vlan": {
-          "type": "integer",
-          "minimum": 1,
-          "maximum": 4094
         }
       }
     }
@@ -322,6 +226,44 @@ ojson class_property(const ClassField& f)
     return p;
 }
 
+// A match as the file writes it: as the command line does, or as a number where that is plain.
+ojson rule_property(const RuleField& f)
+{
+    const ojson u32 = {{"type", "integer"}, {"minimum", 0}, {"maximum", UINT32_MAX}};
+    ojson p;
+    switch (f.kind) {
+    case MatchKind::Cidr: p["type"] = "string"; break;
+    case MatchKind::Ports: p["$ref"] = "#/$defs/port"; break;
+    case MatchKind::Proto: {
+        ojson names = ojson::array();
+        for (const ProtocolName& n : protocol_names())
+            names.push_back(n.name);
+        p["oneOf"] = {{{"enum", names}},
+                      {{"type", "integer"}, {"minimum", 0}, {"maximum", 255}},
+                      {{"type", "string"}, {"pattern", "^[0-9]+$"}}};
+        break;
+    }
+    case MatchKind::Mark:
+    case MatchKind::Priority: p["oneOf"] = {u32, {{"type", "string"}}}; break;
+    case MatchKind::Cgroup:
+        p["oneOf"] = {{{"type", "string"}, {"minLength", 1}},
+                      {{"type", "object"},
+                       {"additionalProperties", false},
+                       {"required", {"id", "level"}},
+                       {"properties",
+                        {{"id", {{"type", "integer"}, {"minimum", 1}}},
+                         {"level", {{"type", "integer"}, {"minimum", 0}}}}}}};
+        break;
+    case MatchKind::Int:
+        p["type"] = "integer";
+        p["minimum"] = f.min;
+        p["maximum"] = f.max;
+        break;
+    }
+    p["description"] = f.help;
+    return p;
+}
+
 }  // namespace
 
 nlohmann::ordered_json config_schema()
@@ -336,6 +278,26 @@ nlohmann::ordered_json config_schema()
     }
     klass["required"] = required;
     klass["properties"] = properties;
+    ojson& rule = schema["$defs"]["rule"]["properties"];
+    for (const RuleField& f : rule_fields())
+        rule[f.name] = rule_property(f);
+    ojson& device = schema["$defs"]["device"]["properties"];
+    ojson sides = ojson::array();
+    for (Direction side : {Direction::Egress, Direction::Ingress})
+        sides.push_back(direction_name(side));
+    ojson direction = {{"enum", sides},
+                       {"default", direction_name(Direction::Egress)},
+                       {"description", "The device's side: egress (sent packets, paced or policed) or "
+                                       "ingress (received packets, policed: marked or dropped; no mode "
+                                       "but police, no fq, a cgroup rule never matches)."}};
+    // After "device", in the order dump writes the keys.
+    ojson reordered = ojson::object();
+    for (auto& [key, value] : device.items()) {
+        reordered[key] = value;
+        if (key == "device")
+            reordered["direction"] = direction;
+    }
+    device = reordered;
     return schema;
 }
 

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "apply.h"
-#include "class_options.h"
+#include "command.h"
 #include "config_schema.h"
 #include "exporter.h"
 #include "loader/device.h"
@@ -20,7 +20,6 @@
 #include "loader/shaper.h"
 #include "manpage.h"
 #include "output.h"
-#include "rule_args.h"
 #include "units.h"
 #include "watch.h"
 
@@ -37,40 +36,19 @@ namespace {
 // device's network namespace (the exporter binds first, then enters it itself).
 enum class Needs { Nothing, OwnChecks, Privileges, Namespace };
 
-// Options every command shares.
-struct Common {
-    std::string dev, netns;
-    bool json = false;
-    bool ingress = false;  // the device's receive side: classes, rules and counters of its own
-    const CLI::App* app = nullptr;
-
-    Direction side() const { return ingress ? Direction::Ingress : Direction::Egress; }
-};
-
-using Run = std::function<int()>;
-using Define = Run (*)(CLI::App* cmd, Common& c);
-
 void print_json(const nlohmann::ordered_json& j)
 {
     std::cout << j.dump(2) << std::endl;
 }
 
-CLI::Option* ingress_flag(CLI::App* cmd, Common& c)
+// --json's text, else the table.
+template <typename JsonText, typename Table>
+void print_as(bool json, const JsonText& json_text, const Table& table)
 {
-    return cmd->add_flag("--ingress", c.ingress,
-                         "the device's receive side (its own classes, rules, default class, counters)");
-}
-
-// Every device-scoped command addresses one side of the device: egress, or --ingress.
-CLI::Option* dev_option(CLI::App* cmd, Common& c)
-{
-    ingress_flag(cmd, c);
-    return cmd->add_option("--dev", c.dev, "network device")->required();
-}
-
-uint32_t class_id(const std::string& text)
-{
-    return uint32_t(parse_field(*find_class_field("id"), text));
+    if (json)
+        std::cout << json_text() << std::endl;
+    else
+        std::cout << table();
 }
 
 Run attach(CLI::App* cmd, Common& c)
@@ -147,76 +125,6 @@ Run detach(CLI::App* cmd, Common& c)
     };
 }
 
-// add-class (the required fields given) or change-class (the given fields over the class's own).
-Run class_verb(CLI::App* cmd, Common& c, bool add)
-{
-    auto o = std::make_shared<ClassOptions>();
-    dev_option(cmd, c);
-    o->add_to(cmd, add);
-    return [o, add, &c] {
-        // Validates the id and every given field, over the side's defaults.
-        const ClassSpec given = o->apply(class_defaults(c.side()));
-        const Shaper shaper = Shaper::open(c.dev, c.side());
-        if (add)
-            shaper.add_class(given);
-        else
-            shaper.change_class(o->apply(shaper.class_spec(given.id)));
-        return 0;
-    };
-}
-
-Run add_class(CLI::App* cmd, Common& c) { return class_verb(cmd, c, true); }
-Run change_class(CLI::App* cmd, Common& c) { return class_verb(cmd, c, false); }
-
-Run del_class(CLI::App* cmd, Common& c)
-{
-    auto id = std::make_shared<std::string>();
-    dev_option(cmd, c);
-    cmd->add_option("--id", *id, "class id")->required();
-    return [id, &c] {
-        Shaper::open(c.dev, c.side()).del_class(class_id(*id));
-        return 0;
-    };
-}
-
-Run set_default(CLI::App* cmd, Common& c)
-{
-    struct Opts { std::string id; bool none = false; };
-    auto o = std::make_shared<Opts>();
-    dev_option(cmd, c);
-    auto* class_opt = cmd->add_option("--class", o->id, "class id");
-    auto* none_opt = cmd->add_flag("--none", o->none, "unclassified packets pass unshaped");
-    class_opt->excludes(none_opt);
-    return [o, &c] {
-        if (!o->none && o->id.empty())
-            throw Error("set-default needs --class N or --none");
-        Shaper::open(c.dev, c.side()).set_default(o->none ? 0 : class_id(o->id));
-        return 0;
-    };
-}
-
-Run add_rule(CLI::App* cmd, Common& c)
-{
-    auto args = std::make_shared<RuleArgs>();
-    dev_option(cmd, c);
-    add_rule_options(cmd, *args);
-    return [args, &c] {
-        Shaper::open(c.dev, c.side()).add_rule(parse_rule(*args));
-        return 0;
-    };
-}
-
-Run del_rule(CLI::App* cmd, Common& c)
-{
-    auto pref = std::make_shared<std::string>();
-    dev_option(cmd, c);
-    cmd->add_option("--pref", *pref, "the rule's pref")->required();
-    return [pref, &c] {
-        Shaper::open(c.dev, c.side()).del_rule(uint32_t(parse_int(*pref, 1, SHAPER_PREF_NONE - 1, "pref")));
-        return 0;
-    };
-}
-
 Run status(CLI::App* cmd, Common& c)
 {
     struct Opts { std::string sample = "200ms", watch; };
@@ -235,10 +143,7 @@ Run status(CLI::App* cmd, Common& c)
         }
         const auto interval = std::chrono::nanoseconds(o->sample == "0" ? 0 : parse_time(o->sample));
         const DeviceStatus st = Shaper::open_unlocked(c.dev, c.side()).status(interval);
-        if (c.json)
-            std::cout << status_json_text(st) << std::endl;
-        else
-            std::cout << status_table(st);
+        print_as(c.json, [&] { return status_json_text(st); }, [&] { return status_table(st); });
         return 0;
     };
 }
@@ -248,10 +153,7 @@ Run list(CLI::App* cmd, Common& c)
     cmd->add_flag("--json", c.json, "print JSON");
     return [&c] {
         const auto devices = Shaper::list();
-        if (c.json)
-            print_json(list_json(devices));
-        else
-            std::cout << list_table(devices);
+        print_as(c.json, [&] { return list_json(devices).dump(2); }, [&] { return list_table(devices); });
         return 0;
     };
 }
@@ -282,10 +184,7 @@ Run doctor(CLI::App* cmd, Common& c)
     cmd->add_flag("--json", c.json, "print JSON");
     return [&c] {
         const std::vector<Finding> findings = run_doctor(c.netns);
-        if (c.json)
-            print_json(doctor_json(findings));
-        else
-            std::cout << doctor_table(findings);
+        print_as(c.json, [&] { return doctor_json(findings).dump(2); }, [&] { return doctor_table(findings); });
         for (const Finding& f : findings)
             if (f.status == "fail")
                 return 1;

@@ -2,7 +2,6 @@
 
 #include "loader/cgroup.h"
 #include "loader/error.h"
-#include "loader/rule_compiler.h"
 #include "units.h"
 
 namespace shaperctl {
@@ -26,8 +25,8 @@ RuleSpec parse_rule(const RuleArgs& a)
         if (const std::string& text = a.match(f.name); !text.empty())
             set_match(rule, f, text, "--", resolve_cgroup);
     check_matches(rule, "--", "set-default");
-    compile_rule(rule);  // the datapath's own checks
-    return rule;
+    return rule;  // the datapath's own checks are check_config()'s, with the rest
+
 }
 
 }  // namespace shaperctl

@@ -182,7 +182,7 @@ std::string dump(std::string_view input, const ConfigFile& file, const FakeCgrou
 
 bool same_config(const ShaperConfig& a, const ShaperConfig& b)
 {
-    if (a.mode != b.mode || a.fq.horizon_ns != b.fq.horizon_ns || a.fq.horizon_drop != b.fq.horizon_drop ||
+    if (a.side != b.side || a.mode != b.mode || a.fq.horizon_ns != b.fq.horizon_ns || a.fq.horizon_drop != b.fq.horizon_drop ||
         a.fq.flow_limit != b.fq.flow_limit || a.fq.limit != b.fq.limit || a.max_classes != b.max_classes ||
         a.default_class != b.default_class || a.classes != b.classes || a.rules != b.rules)
         return false;
@@ -216,7 +216,7 @@ void check_round_trip(std::string_view input, const ConfigFile& file, const Fake
         ShaperConfig empty;
         empty.mode = d.config.mode;
         for (const auto& step : shaperctl::plan_config(empty, d.config))
-            fuzz::check_one_line(input, shaperctl::describe_step(step, d.config.mode));
+            fuzz::check_one_line(input, shaperctl::describe_step(step, shaperctl::class_defaults(d.config.side, d.config.mode)));
     }
 }
 

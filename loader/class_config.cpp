@@ -73,6 +73,11 @@ shaper_class_config make_class_config(ClassSpec spec, uint32_t max_classes,
     if (!spec.horizon_ns)
         spec.horizon_ns = default_horizon_ns;
     validate_class(spec, max_classes, fq);
+    return class_config_of(spec);
+}
+
+shaper_class_config class_config_of(const ClassSpec& spec)
+{
     shaper_class_config config{};
     config.rate_bps = spec.rate_bps;
     config.ns_per_byte_fp = ns_per_byte_fp(spec.rate_bps);

@@ -30,6 +30,9 @@ void validate_class(const ClassSpec& spec, uint32_t max_classes, const FqHorizon
 shaper_class_config make_class_config(ClassSpec spec, uint32_t max_classes,
                                       uint64_t default_horizon_ns, const FqHorizon& fq = {});
 
+// The datapath's fixed-point values of a spec validate_class() accepted (horizon resolved).
+shaper_class_config class_config_of(const ClassSpec& spec);
+
 // The spec a stored config was made from.
 ClassSpec class_spec_from_config(uint32_t id, const shaper_class_config& config);
 

@@ -117,13 +117,13 @@ std::string class_changes(const ClassSpec& a, const ClassSpec& b)
     return out;
 }
 
-std::string class_summary(const ClassSpec& c, uint32_t mode)
+std::string class_summary(const ClassSpec& c, const ClassSpec& defaults)
 {
     std::string out;
     for (const ClassField& f : class_fields()) {
         if (f.kind == FieldKind::ClassId && f.required)
             continue;
-        if (f.required || f.get(c) != field_default(f, mode))
+        if (f.required || f.get(c) != f.get(defaults))
             out += (out.empty() ? "" : " ") + std::string(f.name) + " " + field_text(f, f.get(c));
     }
     return out;

@@ -72,8 +72,8 @@ int64_t field_default(const ClassField& field, uint32_t mode);
 // "rate 20mbit -> 30mbit, aqm off -> codel": what changed from a to b, "" when nothing did.
 std::string class_changes(const ClassSpec& a, const ClassSpec& b);
 
-// "rate 5mbit parent 1 aqm codel": a new class's rate, then whatever differs from the defaults
-// of `mode`.
-std::string class_summary(const ClassSpec& c, uint32_t mode);
+// "rate 5mbit parent 1 aqm codel": a new class's rate, then whatever differs from `defaults`
+// (its side's and mode's: class_defaults()).
+std::string class_summary(const ClassSpec& c, const ClassSpec& defaults);
 
 }  // namespace shaperctl

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "loader/class_config.h"
+#include "loader/direction.h"
 #include "loader/qdisc.h"
 #include "loader/rule_spec.h"
 #include "shaper_abi.h"
@@ -13,6 +14,7 @@
 namespace shaperctl {
 
 struct ShaperConfig {
+    Direction side = Direction::Egress;  // ingress: police mode, no fq, the side's class defaults
     uint32_t mode = SHAPER_MODE_EDT;
     FqOptions fq;                   // edt mode only
     uint32_t max_classes = 0;       // 0: not stated (a file may leave it to the device)

@@ -1,5 +1,8 @@
 #include "loader/direction.h"
 
+#include "loader/error.h"
+#include "loader/mode.h"
+
 namespace shaperctl {
 
 const uint64_t kIngressDefaultHorizonNs = 150'000'000;  // 150 ms
@@ -20,6 +23,21 @@ ClassSpec class_defaults(Direction direction)
         spec.aqm_interval_ns = kIngressDefaultIntervalNs;
     }
     return spec;
+}
+
+ClassSpec class_defaults(Direction direction, uint32_t mode)
+{
+    ClassSpec spec = class_defaults(direction);
+    spec.horizon_ns = direction == Direction::Ingress ? kIngressDefaultHorizonNs : mode_horizon(mode);
+    return spec;
+}
+
+Direction direction_from_name(const std::string& name)
+{
+    for (Direction d : {Direction::Egress, Direction::Ingress})
+        if (name == direction_name(d))
+            return d;
+    throw Error("bad direction \"" + name + "\" (use egress or ingress)");
 }
 
 }  // namespace shaperctl

@@ -2,6 +2,8 @@
 // classes, rules, default class and counters apart, attached and detached apart.
 #pragma once
 
+#include <string>
+
 #include "loader/class_config.h"
 
 namespace shaperctl {
@@ -19,6 +21,10 @@ inline Direction opposite(Direction direction)
 // virtual backlog is what tells senders to slow down, so it is on, with a target and interval
 // near a LAN's round trip, and a horizon of tens of ms bounds what passes beyond the rate.
 ClassSpec class_defaults(Direction direction);
+// The same with the horizon the side stores for a class given none (the mode's, on egress).
+ClassSpec class_defaults(Direction direction, uint32_t mode);
+// "egress" or "ingress" to a side; Error naming the bad text otherwise.
+Direction direction_from_name(const std::string& name);
 
 extern const uint64_t kIngressDefaultHorizonNs;
 extern const uint64_t kIngressDefaultTargetNs;

@@ -11,68 +11,13 @@
 #include <cerrno>
 
 #include "loader/error.h"
+#include "loader/map_io.h"
 #include "loader/program.h"
-#include "loader/rules.h"
 
 namespace shaperctl {
 namespace {
 
 constexpr uint32_t kSettingsKey = 0;
-
-Fd open_pin(const std::string& path)
-{
-    int fd = bpf_obj_get(path.c_str());
-    if (fd < 0)
-        throw Error(errno_message("cannot open pinned map " + path, errno));
-    return Fd(fd);
-}
-
-bpf_map_info map_info(int fd)
-{
-    bpf_map_info info{};
-    uint32_t len = sizeof info;
-    if (bpf_obj_get_info_by_fd(fd, &info, &len))
-        throw Error(errno_message("cannot read map info", errno));
-    return info;
-}
-
-uint32_t max_entries(int fd)
-{
-    return map_info(fd).max_entries;
-}
-
-void lookup(int fd, uint32_t key, void* value, const char* what)
-{
-    if (bpf_map_lookup_elem(fd, &key, value))
-        throw Error(errno_message(std::string("cannot read ") + what + " " + std::to_string(key),
-                                  errno));
-}
-
-void update(int fd, uint32_t key, const void* value, const char* what)
-{
-    if (bpf_map_update_elem(fd, &key, value, BPF_ANY))
-        throw Error(errno_message(std::string("cannot write ") + what + " " + std::to_string(key),
-                                  errno));
-}
-
-// A whole array map in one batched read instead of a syscall per entry; the entries `keep` wants.
-template <typename Value, typename Keep>
-std::vector<std::pair<uint32_t, Value>> read_array(int fd, uint32_t entries, const char* what,
-                                                   Keep keep)
-{
-    std::vector<uint32_t> keys(entries);
-    std::vector<Value> values(entries);
-    uint32_t count = entries, out_batch = 0;
-    LIBBPF_OPTS(bpf_map_batch_opts, opts);
-    if (bpf_map_lookup_batch(fd, nullptr, &out_batch, keys.data(), values.data(), &count, &opts) &&
-        errno != ENOENT)
-        throw Error(errno_message(std::string("cannot read ") + what, errno));
-    std::vector<std::pair<uint32_t, Value>> kept;
-    for (uint32_t i = 0; i < count; i++)
-        if (keep(keys[i], values[i]))
-            kept.push_back({keys[i], values[i]});
-    return kept;
-}
 
 // Moves a clock value ahead of now to now + (value - now) * old_rate / new_rate, by
 // compare-and-swap against the datapath's atomic adds: none is lost.
@@ -339,74 +284,6 @@ void ShaperMaps::zero_counters(uint32_t id) const
     for (uint32_t cpu = 0; cpu < cpus_; cpu++)
         for_each_counter(counters_[uint64_t(cpu) * max_classes_ + id], unused,
                          [](auto& counter, uint64_t&) { mapped_store(counter, 0); });
-}
-
-std::vector<std::pair<uint32_t, shaper_rule>> ShaperMaps::rules() const
-{
-    return read_array<shaper_rule>(rules_.get(), SHAPER_MAX_RULES, "the rules",
-                                   [](uint32_t, const shaper_rule& r) { return r.pref != 0; });
-}
-
-void ShaperMaps::write_rule(uint32_t slot, const shaper_rule& rule) const
-{
-    std::vector<shaper_rule_stats> zero(libbpf_num_possible_cpus());
-    update(rule_stats_.get(), slot, zero.data(), "rule counters");
-    update(rules_.get(), slot, &rule, "rule slot");
-}
-
-shaper_rule_stats ShaperMaps::rule_counters(uint32_t slot) const
-{
-    std::vector<shaper_rule_stats> per_cpu(libbpf_num_possible_cpus());
-    lookup(rule_stats_.get(), slot, per_cpu.data(), "rule counters");
-    shaper_rule_stats sum{};
-    for (const auto& s : per_cpu) {
-        sum.packets += s.packets;
-        sum.bytes += s.bytes;
-    }
-    return sum;
-}
-
-void ShaperMaps::install_rules(const CompiledRules& compiled, uint32_t gen) const
-{
-    // 1. Forget what this generation held before (the datapath reads the other one).
-    std::vector<shaper_rule_key> stale;
-    shaper_rule_key key{}, next{};
-    const shaper_rule_key* prev = nullptr;
-    while (bpf_map_get_next_key(rule_index_.get(), prev, &next) == 0) {
-        if (next.tuple / SHAPER_MAX_TUPLES == gen)
-            stale.push_back(next);
-        key = next;
-        prev = &key;
-    }
-    for (const auto& k : stale)
-        bpf_map_delete_elem(rule_index_.get(), &k);
-
-    // 2. The index entries, the port segments, then the tuples that make them reachable.
-    LIBBPF_OPTS(bpf_map_batch_opts, opts);
-    if (!compiled.entries.empty()) {
-        std::vector<shaper_rule_key> keys;
-        std::vector<shaper_rule_match> values;
-        for (const auto& [k, v] : compiled.entries) {
-            keys.push_back(k);
-            values.push_back(v);
-        }
-        uint32_t count = uint32_t(keys.size());
-        if (bpf_map_update_batch(rule_index_.get(), keys.data(), values.data(), &count, &opts))
-            throw Error(errno_message("cannot write the rule index", errno));
-    }
-    std::vector<uint32_t> seg_keys(SHAPER_PORT_SEGS_PER_GEN);
-    std::vector<uint16_t> seg_values(SHAPER_PORT_SEGS_PER_GEN);
-    for (uint32_t i = 0; i < SHAPER_PORT_SEGS_PER_GEN; i++) {
-        seg_keys[i] = gen * SHAPER_PORT_SEGS_PER_GEN + i;
-        seg_values[i] = i < 65536 ? compiled.sport_segs[i] : compiled.dport_segs[i - 65536];
-    }
-    uint32_t count = SHAPER_PORT_SEGS_PER_GEN;
-    if (bpf_map_update_batch(port_segs_.get(), seg_keys.data(), seg_values.data(), &count, &opts))
-        throw Error(errno_message("cannot write the port segments", errno));
-    for (uint32_t t = 0; t < SHAPER_MAX_TUPLES; t++) {
-        shaper_tuple tuple = t < compiled.tuples.size() ? compiled.tuples[t] : shaper_tuple{};
-        update(tuples_.get(), gen * SHAPER_MAX_TUPLES + t, &tuple, "rule tuple");
-    }
 }
 
 }  // namespace shaperctl

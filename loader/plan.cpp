@@ -41,7 +41,7 @@ std::vector<ConfigStep> plan_config(const ShaperConfig& current, const ShaperCon
         }
     }
 
-    // 2. Rules that go, and rules whose class exists now: one publish.
+    // 2. Rules that go, and rules whose class exists now (published with the rest, below).
     std::map<uint32_t, RuleSpec> cur_rules, want_rules;
     for (const auto& r : current.rules)
         cur_rules[r.pref] = r;
@@ -83,12 +83,6 @@ std::vector<ConfigStep> plan_config(const ShaperConfig& current, const ShaperCon
         }
         later.push_back(put);
     }
-    if (publish) {
-        ConfigStep step;
-        step.kind = Kind::PublishRules;
-        step.shown = false;
-        steps.push_back(step);
-    }
 
     // 3. Classes added or changed, in the desired tree's order: each one's parent (and all its
     //    ancestors) are then final, so no intermediate state has a cycle.
@@ -115,9 +109,10 @@ std::vector<ConfigStep> plan_config(const ShaperConfig& current, const ShaperCon
         steps.push_back(step);
     }
 
-    // 4. Rules of the new classes.
-    if (!later.empty()) {
-        steps.insert(steps.end(), later.begin(), later.end());
+    // 4. Rules of the new classes, then the one publish of the whole desired rule set: the
+    //    datapath reads only what is published, so the slots written before are not seen yet.
+    steps.insert(steps.end(), later.begin(), later.end());
+    if (publish || !later.empty()) {
         ConfigStep step;
         step.kind = Kind::PublishRules;
         step.shown = false;
@@ -156,7 +151,7 @@ std::string describe_rule(const RuleSpec& rule)
     return "class " + std::to_string(rule.class_id) + " " + format_rule_match(rule);
 }
 
-std::string describe_step(const ConfigStep& step, uint32_t mode)
+std::string describe_step(const ConfigStep& step, const ClassSpec& defaults)
 {
     using Kind = ConfigStep::Kind;
     if (!step.shown)
@@ -166,7 +161,7 @@ std::string describe_step(const ConfigStep& step, uint32_t mode)
     case Kind::SetDefault:
         return "~ default class " + id(step.old_default) + " -> " + id(step.new_default);
     case Kind::AddClass:
-        return "+ class " + std::to_string(step.after.id) + " " + class_summary(step.after, mode);
+        return "+ class " + std::to_string(step.after.id) + " " + class_summary(step.after, defaults);
     case Kind::ChangeClass:
         return "~ class " + std::to_string(step.after.id) + " " + class_changes(step.before, step.after);
     case Kind::DeleteClass:

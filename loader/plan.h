@@ -34,13 +34,14 @@ struct ConfigStep {
 // the steps are ordered so that every intermediate state is valid too — the default class
 // cleared before its class goes, rules removed before their classes, classes added and changed
 // parents first (in the desired tree's order) before the rules and the default that use them,
-// classes deleted last, children first. Rules are published at most twice.
+// classes deleted last, children first. Rules are published once, after the last class added:
+// what is published is then exactly `desired.rules`.
 std::vector<ConfigStep> plan_config(const ShaperConfig& current, const ShaperConfig& desired);
 
 // The diff line of a step ("+ class 3 rate 5mbit", "~ class 1 rate 20mbit -> 30mbit",
-// "- rule 20"); "" for internal steps. `mode` gives the default horizon, left out of new
-// classes' lines.
-std::string describe_step(const ConfigStep& step, uint32_t mode);
+// "- rule 20"); "" for internal steps. New classes' lines leave out what equals `defaults`
+// (class_defaults() of the device's side and mode).
+std::string describe_step(const ConfigStep& step, const ClassSpec& defaults);
 
 // "src 10.0.0.0/8 proto tcp": a rule's class and matches, as a diff names them.
 std::string describe_rule(const RuleSpec& rule);

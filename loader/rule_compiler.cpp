@@ -201,4 +201,13 @@ CompiledRules compile_rules(const std::vector<shaper_rule>& rules,
     return out;
 }
 
+CompiledRules place_rules(CompiledRules set, uint32_t gen, const std::map<uint32_t, uint32_t>& slot_of)
+{
+    for (auto& [key, match] : set.entries) {
+        key.tuple = uint8_t(gen * SHAPER_MAX_TUPLES + key.tuple);
+        match.slot = slot_of.at(match.pref);
+    }
+    return set;
+}
+
 }  // namespace shaperctl

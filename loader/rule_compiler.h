@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <utility>
 #include <vector>
 
@@ -26,6 +27,10 @@ void validate_rule(const shaper_rule& rule);
 // set needs more than SHAPER_MAX_TUPLES shapes or more index entries than the map holds.
 CompiledRules compile_rules(const std::vector<shaper_rule>& rules,
                             const std::vector<uint32_t>& slots, uint32_t gen);
+
+// A set compiled for generation 0 with placeholder slots, made ready for generation `gen` with
+// each rule in the slot `slot_of` gives its pref: no second compilation.
+CompiledRules place_rules(CompiledRules set, uint32_t gen, const std::map<uint32_t, uint32_t>& slot_of);
 
 // The mask of a prefix length over a 16-byte address.
 std::array<uint8_t, 16> prefix_mask(unsigned plen);

@@ -13,10 +13,6 @@
 namespace shaperctl {
 namespace {
 
-const struct {
-    const char* name;
-    uint8_t number;
-} kProtocols[] = {{"tcp", 6}, {"udp", 17}, {"icmp", 1}, {"icmpv6", 58}, {"sctp", 132}, {"gre", 47}};
 
 uint64_t parse_number(const std::string& text, uint64_t max, const std::string& what)
 {
@@ -63,31 +59,72 @@ using MarkMember = std::optional<MarkMatch> RuleSpec::*;
 using CgroupMember = std::optional<CgroupMatch> RuleSpec::*;
 using NumberMember = std::optional<uint32_t> RuleSpec::*;
 
+void put_cidr(const Cidr& cidr, shaper_rule& r, uint8_t* addr, uint8_t& plen)
+{
+    r.family = cidr.family;
+    std::memcpy(addr, cidr.addr.data(), 16);
+    plen = cidr.plen;
+}
+
+Cidr cidr_of(const shaper_rule& r, const uint8_t* addr, uint8_t plen)
+{
+    Cidr c{r.family, {}, plen};
+    std::memcpy(c.addr.data(), addr, 16);
+    return c;
+}
+
 }  // namespace
+
+const std::vector<ProtocolName>& protocol_names()
+{
+    static const std::vector<ProtocolName> names = {{"tcp", 6},   {"udp", 17},   {"icmp", 1},
+                                                    {"icmpv6", 58}, {"sctp", 132}, {"gre", 47}};
+    return names;
+}
+
+// A field's flag, then its two conversions: `to` writes the present field of spec s into rule r,
+// `from` reads it back.
+#define DATAPATH(flag, to, from)                                        \
+    flag, [](const RuleSpec& s, shaper_rule& r) { to; },                \
+        [](const shaper_rule& r, RuleSpec& s) { from; }
 
 const std::vector<RuleField>& rule_fields()
 {
     using K = MatchKind;
     static const std::vector<RuleField> fields = {
         {"src", K::Cidr, "source CIDR", "source CIDR (10.0.0.0/8, 2001:db8::/32)", "\"10.0.0.0/8\"",
-         &RuleSpec::src},
-        {"dst", K::Cidr, "destination CIDR", "destination CIDR", "\"10.0.0.0/8\"", &RuleSpec::dst},
+         &RuleSpec::src,
+         DATAPATH(SHAPER_RULE_F_SRC, put_cidr(*s.src, r, r.src, r.src_plen), s.src = cidr_of(r, r.src, r.src_plen))},
+        {"dst", K::Cidr, "destination CIDR", "destination CIDR", "\"10.0.0.0/8\"", &RuleSpec::dst,
+         DATAPATH(SHAPER_RULE_F_DST, put_cidr(*s.dst, r, r.dst, r.dst_plen), s.dst = cidr_of(r, r.dst, r.dst_plen))},
         {"proto", K::Proto, "protocol", "tcp, udp, icmp, icmpv6, sctp, gre or a number", "\"tcp\"",
-         &RuleSpec::proto},
+         &RuleSpec::proto, DATAPATH(SHAPER_RULE_F_PROTO, r.proto = uint8_t(*s.proto), s.proto = r.proto)},
         {"sport", K::Ports, "source port", "source port or range P-Q", "\"80\" or \"1024-65535\"",
-         &RuleSpec::sport},
+         &RuleSpec::sport,
+         DATAPATH(SHAPER_RULE_F_SPORT, (r.sport_lo = s.sport->lo, r.sport_hi = s.sport->hi),
+                  s.sport = PortRange(r.sport_lo, r.sport_hi))},
         {"dport", K::Ports, "destination port", "destination port or range P-Q", "\"80\" or \"1024-65535\"",
-         &RuleSpec::dport},
-        {"mark", K::Mark, "mark", "firewall mark V[/MASK]", "\"0x10/0xff\"", &RuleSpec::mark},
+         &RuleSpec::dport,
+         DATAPATH(SHAPER_RULE_F_DPORT, (r.dport_lo = s.dport->lo, r.dport_hi = s.dport->hi),
+                  s.dport = PortRange(r.dport_lo, r.dport_hi))},
+        {"mark", K::Mark, "mark", "firewall mark V[/MASK]", "\"0x10/0xff\"", &RuleSpec::mark,
+         DATAPATH(SHAPER_RULE_F_MARK, (r.mark = s.mark->value, r.mark_mask = s.mark->mask),
+                  s.mark = MarkMatch(r.mark, r.mark_mask))},
         {"cgroup", K::Cgroup, "cgroup", "cgroup v2 path: the cgroup and its descendants (local sockets)",
-         "\"/system.slice/nginx.service\"", &RuleSpec::cgroup},
+         "\"/system.slice/nginx.service\"", &RuleSpec::cgroup,
+         DATAPATH(SHAPER_RULE_F_CGROUP, (r.cgroup_id = s.cgroup->id, r.cgroup_level = s.cgroup->level),
+                  s.cgroup = CgroupMatch(r.cgroup_id, r.cgroup_level))},
         {"priority", K::Priority, "priority", "skb priority: N, or MAJ:MIN as tc writes classids", "\"1:10\"",
-         &RuleSpec::priority},
-        {"dscp", K::Int, "dscp", "DSCP code point 0 to 63", "10", &RuleSpec::dscp, 0, 63},
-        {"vlan", K::Int, "vlan", "outermost VLAN id 1 to 4094", "100", &RuleSpec::vlan, 1, 4094},
+         &RuleSpec::priority, DATAPATH(SHAPER_RULE_F_PRIORITY, r.priority = *s.priority, s.priority = r.priority)},
+        {"dscp", K::Int, "dscp", "DSCP code point 0 to 63", "10", &RuleSpec::dscp,
+         DATAPATH(SHAPER_RULE_F_DSCP, r.dscp = uint8_t(*s.dscp), s.dscp = r.dscp), 0, 63},
+        {"vlan", K::Int, "vlan", "outermost VLAN id 1 to 4094", "100", &RuleSpec::vlan,
+         DATAPATH(SHAPER_RULE_F_VLAN, r.vlan = uint16_t(*s.vlan), s.vlan = r.vlan), 1, 4094},
     };
     return fields;
 }
+
+#undef DATAPATH
 
 bool has_match(const RuleSpec& rule, const RuleField& field)
 {
@@ -136,7 +173,7 @@ std::string match_text(const RuleSpec& rule, const RuleField& field)
     }
     case MatchKind::Proto: {
         const uint32_t proto = *(rule.*std::get<NumberMember>(field.member));
-        for (const auto& p : kProtocols)
+        for (const auto& p : protocol_names())
             if (p.number == proto)
                 return p.name;
         return std::to_string(proto);
@@ -183,50 +220,11 @@ shaper_rule compile_rule(const RuleSpec& spec)
     shaper_rule r{};
     r.pref = spec.pref;
     r.class_id = spec.class_id;
-    for (auto [cidr, field, addr, plen] : {std::tuple{&spec.src, SHAPER_RULE_F_SRC, r.src, &r.src_plen},
-                                           std::tuple{&spec.dst, SHAPER_RULE_F_DST, r.dst, &r.dst_plen}}) {
-        if (!*cidr)
+    for (const RuleField& f : rule_fields()) {
+        if (!has_match(spec, f))
             continue;
-        r.fields |= field;
-        r.family = (*cidr)->family;
-        std::memcpy(addr, (*cidr)->addr.data(), 16);
-        *plen = (*cidr)->plen;
-    }
-    if (spec.proto) {
-        r.fields |= SHAPER_RULE_F_PROTO;
-        r.proto = uint8_t(*spec.proto);
-    }
-    if (spec.sport) {
-        r.fields |= SHAPER_RULE_F_SPORT;
-        r.sport_lo = spec.sport->lo;
-        r.sport_hi = spec.sport->hi;
-    }
-    if (spec.dport) {
-        r.fields |= SHAPER_RULE_F_DPORT;
-        r.dport_lo = spec.dport->lo;
-        r.dport_hi = spec.dport->hi;
-    }
-    if (spec.mark) {
-        r.fields |= SHAPER_RULE_F_MARK;
-        r.mark = spec.mark->value;
-        r.mark_mask = spec.mark->mask;
-    }
-    if (spec.cgroup) {
-        r.fields |= SHAPER_RULE_F_CGROUP;
-        r.cgroup_id = spec.cgroup->id;
-        r.cgroup_level = spec.cgroup->level;
-    }
-    if (spec.priority) {
-        r.fields |= SHAPER_RULE_F_PRIORITY;
-        r.priority = *spec.priority;
-    }
-    if (spec.dscp) {
-        r.fields |= SHAPER_RULE_F_DSCP;
-        r.dscp = uint8_t(*spec.dscp);
-    }
-    if (spec.vlan) {
-        r.fields |= SHAPER_RULE_F_VLAN;
-        r.vlan = uint16_t(*spec.vlan);
+        r.fields |= f.flag;
+        f.compile(spec, r);
     }
     validate_rule(r);
     return r;
@@ -237,31 +235,9 @@ RuleSpec rule_spec_of(const shaper_rule& r)
     RuleSpec spec;
     spec.pref = r.pref;
     spec.class_id = r.class_id;
-    auto cidr = [&](const uint8_t* addr, uint8_t plen) {
-        Cidr c{r.family, {}, plen};
-        std::memcpy(c.addr.data(), addr, 16);
-        return c;
-    };
-    if (r.fields & SHAPER_RULE_F_SRC)
-        spec.src = cidr(r.src, r.src_plen);
-    if (r.fields & SHAPER_RULE_F_DST)
-        spec.dst = cidr(r.dst, r.dst_plen);
-    if (r.fields & SHAPER_RULE_F_PROTO)
-        spec.proto = r.proto;
-    if (r.fields & SHAPER_RULE_F_SPORT)
-        spec.sport = PortRange{r.sport_lo, r.sport_hi};
-    if (r.fields & SHAPER_RULE_F_DPORT)
-        spec.dport = PortRange{r.dport_lo, r.dport_hi};
-    if (r.fields & SHAPER_RULE_F_MARK)
-        spec.mark = MarkMatch{r.mark, r.mark_mask};
-    if (r.fields & SHAPER_RULE_F_CGROUP)
-        spec.cgroup = CgroupMatch{r.cgroup_id, r.cgroup_level};
-    if (r.fields & SHAPER_RULE_F_PRIORITY)
-        spec.priority = r.priority;
-    if (r.fields & SHAPER_RULE_F_DSCP)
-        spec.dscp = r.dscp;
-    if (r.fields & SHAPER_RULE_F_VLAN)
-        spec.vlan = r.vlan;
+    for (const RuleField& f : rule_fields())
+        if (r.fields & f.flag)
+            f.decompile(r, spec);
     return spec;
 }
 
@@ -318,7 +294,7 @@ PortRange parse_port_range(const std::string& text, const char* what)
 
 uint8_t parse_proto(const std::string& text)
 {
-    for (const auto& p : kProtocols)
+    for (const auto& p : protocol_names())
         if (text == p.name)
             return p.number;
     if (!text.empty() && text.find_first_not_of("0123456789") == std::string::npos)

@@ -69,8 +69,20 @@ struct RuleField {
                  std::optional<MarkMatch> RuleSpec::*, std::optional<CgroupMatch> RuleSpec::*,
                  std::optional<uint32_t> RuleSpec::*>
         member;
+    // The datapath's form: the field's flag (SHAPER_RULE_F_*), and how a present field is
+    // written into a shaper_rule and read back from one that has the flag.
+    uint32_t flag;
+    void (*compile)(const RuleSpec&, shaper_rule&);
+    void (*decompile)(const shaper_rule&, RuleSpec&);
     int64_t min = 0, max = 0;  // an Int's range
 };
+
+// The protocols known by name, as rules write them.
+struct ProtocolName {
+    const char* name;
+    uint8_t number;
+};
+const std::vector<ProtocolName>& protocol_names();
 
 // Every match field, in the order files, dump, diffs and status list them.
 const std::vector<RuleField>& rule_fields();

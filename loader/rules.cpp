@@ -8,6 +8,32 @@
 
 namespace shaperctl {
 
+namespace {
+
+// Installs a set compiled for generation `gen` (the one the datapath does not read), then
+// switches to it.
+void switch_rules(const ShaperMaps& maps, shaper_settings settings, uint32_t gen, const CompiledRules& compiled)
+{
+    maps.install_rules(compiled, gen);
+    bool cgroups = false;
+    for (const shaper_tuple& t : compiled.tuples)
+        cgroups |= (t.fields & SHAPER_RULE_F_CGROUP) != 0;
+    // One aligned word tells the datapath which generation to read: the switch is atomic. Its
+    // serial part makes every publication's word new, so no classification the datapath cached
+    // under an earlier rule set is ever taken for one of this set.
+    const uint32_t serial = (settings.rules_gen >> SHAPER_RULES_SERIAL_SHIFT) + 1;
+    settings.rules_gen = gen | (compiled.tuples.empty() ? 0 : SHAPER_RULES_PRESENT) |
+                         (cgroups ? SHAPER_RULES_CGROUP : 0) | (serial << SHAPER_RULES_SERIAL_SHIFT);
+    maps.set_settings(settings);
+}
+
+uint32_t next_generation(const shaper_settings& settings)
+{
+    return (settings.rules_gen & SHAPER_RULES_GEN_MASK) ^ 1;
+}
+
+}  // namespace
+
 void publish_rules(const ShaperMaps& maps)
 {
     std::vector<shaper_rule> rules;
@@ -16,20 +42,16 @@ void publish_rules(const ShaperMaps& maps)
         rules.push_back(rule);
         slots.push_back(slot);
     }
-    shaper_settings settings = maps.settings();
-    const uint32_t next_gen = (settings.rules_gen & SHAPER_RULES_GEN_MASK) ^ 1;
-    const CompiledRules compiled = compile_rules(rules, slots, next_gen);
-    maps.install_rules(compiled, next_gen);
-    bool cgroups = false;
-    for (const shaper_tuple& t : compiled.tuples)
-        cgroups |= (t.fields & SHAPER_RULE_F_CGROUP) != 0;
-    // One aligned word tells the datapath which generation to read: the switch is atomic. Its
-    // serial part makes every publication's word new, so no classification the datapath cached
-    // under an earlier rule set is ever taken for one of this set.
-    const uint32_t serial = (settings.rules_gen >> SHAPER_RULES_SERIAL_SHIFT) + 1;
-    settings.rules_gen = next_gen | (rules.empty() ? 0 : SHAPER_RULES_PRESENT) |
-                         (cgroups ? SHAPER_RULES_CGROUP : 0) | (serial << SHAPER_RULES_SERIAL_SHIFT);
-    maps.set_settings(settings);
+    const shaper_settings settings = maps.settings();
+    const uint32_t gen = next_generation(settings);
+    switch_rules(maps, settings, gen, compile_rules(rules, slots, gen));
+}
+
+void publish_rules(const ShaperMaps& maps, const CompiledRules& set, const std::map<uint32_t, uint32_t>& slot_of)
+{
+    const shaper_settings settings = maps.settings();
+    const uint32_t gen = next_generation(settings);
+    switch_rules(maps, settings, gen, place_rules(set, gen, slot_of));
 }
 
 uint32_t take_free_rule_slot(std::vector<bool>& used)

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <vector>
 
 #include "loader/rule_compiler.h"
@@ -23,5 +24,8 @@ uint32_t take_free_rule_slot(std::vector<bool>& used);
 
 // Compiles the stored rules into the inactive generation, then switches the datapath to it.
 void publish_rules(const ShaperMaps& maps);
+// The same with a set compiled already (check_config()), its rules stored in the slots `slot_of`
+// gives their prefs.
+void publish_rules(const ShaperMaps& maps, const CompiledRules& set, const std::map<uint32_t, uint32_t>& slot_of);
 
 }  // namespace shaperctl

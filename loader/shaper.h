@@ -4,12 +4,14 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "loader/attach_record.h"
 #include "loader/class_config.h"
+#include "loader/config_check.h"
 #include "loader/plan.h"
 #include "loader/device.h"
 #include "loader/fd.h"
@@ -103,13 +105,14 @@ public:
     // Whether the device's side has an attach record (Error for an unknown device).
     static bool is_attached(const std::string& dev, Direction side = Direction::Egress);
 
+    // One command's change each: made on the device's whole configuration, checked by
+    // check_config() and applied by plan_config()'s steps, as apply -f is. A horizon of 0 is
+    // the side's default. Rules are compiled into the inactive generation, then switched to.
     void add_class(const ClassSpec& spec) const;
-    void change_class(const ClassSpec& spec) const;  // a full spec: read class() first
+    void change_class(const ClassSpec& spec) const;  // a full spec: read class_spec() first
     void del_class(uint32_t id) const;
     ClassSpec class_spec(uint32_t id) const;
     void set_default(uint32_t id) const;  // 0: none
-
-    // Rules: validated, compiled into the inactive generation, then switched to at once.
     void add_rule(const RuleSpec& rule) const;
     void del_rule(uint32_t pref) const;
     std::vector<RuleStatus> rules() const;
@@ -119,10 +122,13 @@ public:
     // The whole configuration, as apply and dump see it (max_classes: the maps' capacity).
     AttachOptions attach_options() const;
     ShaperConfig config() const;
-    // Runs plan_config()'s steps, in order, straight on the maps: the caller has validated the
-    // desired configuration as a whole, so no step re-reads the class table (an apply of
-    // thousands of classes costs a few syscalls per class).
-    void apply(const std::vector<ConfigStep>& steps) const;
+    // What a configuration of this device must fit beside itself (check_config()).
+    ConfigLimits limits() const;
+    // Runs plan_config()'s steps, in order, straight on the maps: the caller has checked the
+    // desired configuration as a whole (check_config(), whose compiled rules are what is
+    // written and published), so no step re-reads the class table (an apply of thousands of
+    // classes costs a few syscalls per class).
+    void apply(const std::vector<ConfigStep>& steps, const CheckedRules& rules) const;
     // Changes the fq options in place (edt mode: install_fq again) and records them.
     void set_fq_options(const FqOptions& fq);
 
@@ -133,12 +139,12 @@ private:
     Shaper(Device device, AttachRecord record, ShaperMaps maps, Fd lock)
         : device_(std::move(device)), record_(std::move(record)), maps_(std::move(maps)),
           lock_(std::move(lock)) {}
-    void check_parent(uint32_t id, uint32_t parent) const;
+    // The configuration with `edit` made, checked whole, then planned and applied; a fault is
+    // one line in the command's terms.
+    void change(const std::function<void(ShaperConfig&)>& edit) const;
+    std::string fault_text(const ConfigFault& fault) const;
     uint64_t default_horizon() const;
-    FqHorizon fq_horizon() const;  // what bounds the class horizons (none in police mode)
-    shaper_class_config class_config(const ClassSpec& spec) const;  // make_class_config here
     std::string no_class(uint32_t id) const;  // "no class N", and whether the other side has N
-    void check_rule_side(const RuleSpec& rule) const;
 
     Device device_;
     AttachRecord record_;

@@ -5,21 +5,27 @@
 
 #include "loader/attach_record.h"
 #include "loader/bpffs.h"
-#include "loader/class_tree.h"
 #include "loader/error.h"
 #include "loader/rules.h"
 
-// Shaper's changes to classes, rules and the default class: one at a time, or a plan's steps.
+// Shaper's changes to classes, rules and the default class: a plan's steps, and each command's
+// one-item change made through them.
 namespace shaperctl {
 namespace {
 
-// Parent of every configured class, for cycle and depth checks.
-ClassParents parents_of(const ShaperMaps& maps)
+std::string ids_text(const std::vector<uint32_t>& ids)
 {
-    ClassParents parents;
-    for (const auto& [id, config] : maps.class_configs())
-        parents[id] = config.parent_id;
-    return parents;
+    std::string out;
+    for (uint32_t id : ids)
+        out += (out.empty() ? "" : ", ") + std::to_string(id);
+    return out;
+}
+
+ClassSpec* find_class(ShaperConfig& config, uint32_t id)
+{
+    auto it = std::find_if(config.classes.begin(), config.classes.end(),
+                           [&](const ClassSpec& c) { return c.id == id; });
+    return it == config.classes.end() ? nullptr : &*it;
 }
 
 }  // namespace
@@ -27,18 +33,31 @@ ClassParents parents_of(const ShaperMaps& maps)
 ShaperConfig Shaper::config() const
 {
     ShaperConfig config;
+    config.side = device_.direction;
     config.mode = record_.mode;
     config.fq = record_.fq;
     config.max_classes = maps_.max_classes();
     config.default_class = maps_.settings().default_class;
     for (const auto& [id, stored] : maps_.class_configs())
         config.classes.push_back(class_spec_from_config(id, stored));
-    for (const RuleStatus& r : rules())
-        config.rules.push_back(r.rule);
+    for (const auto& [slot, rule] : maps_.rules())
+        config.rules.push_back(rule_spec_of(rule));
+    std::sort(config.rules.begin(), config.rules.end(),
+              [](const RuleSpec& a, const RuleSpec& b) { return a.pref < b.pref; });
     return config;
 }
 
-void Shaper::apply(const std::vector<ConfigStep>& steps) const
+ConfigLimits Shaper::limits() const
+{
+    ConfigLimits limits;
+    limits.max_classes = maps_.max_classes();
+    limits.side = device_.direction;
+    if (record_.mode == SHAPER_MODE_EDT)
+        limits.fq = {record_.fq.horizon_ns, " on " + device_.name + " (attach --fq-horizon raises it)"};
+    return limits;
+}
+
+void Shaper::apply(const std::vector<ConfigStep>& steps, const CheckedRules& rules) const
 {
     using Kind = ConfigStep::Kind;
     // Rule slots as stored: a changed rule keeps its slot, a new one takes the lowest free.
@@ -65,7 +84,7 @@ void Shaper::apply(const std::vector<ConfigStep>& steps) const
         }
         case Kind::AddClass:
             // A new class starts idle, with full credit. Steps in a row are written together.
-            new_classes.push_back({step.after.id, class_config(step.after)});
+            new_classes.push_back({step.after.id, class_config_of(step.after)});
             if (&step == &steps.back() || (&step + 1)->kind != Kind::AddClass) {
                 maps_.add_classes(new_classes);
                 new_classes.clear();
@@ -73,23 +92,17 @@ void Shaper::apply(const std::vector<ConfigStep>& steps) const
             break;
         case Kind::ChangeClass:
             // The clock stays (a higher rate rescales its backlog): no free burst, no stall.
-            maps_.change_class(step.after.id, class_config(step.after));
+            maps_.change_class(step.after.id, class_config_of(step.after));
             break;
         case Kind::DeleteClass:
             maps_.erase_class(step.before.id);
             break;
         case Kind::PutRule: {
             read_rules();
-            check_rule_side(step.new_rule);
-            const shaper_rule rule = compile_rule(step.new_rule);
-            uint32_t slot = 0;
-            if (auto it = slot_of.find(step.new_rule.pref); it != slot_of.end()) {
-                slot = it->second;
-            } else {
-                slot = take_free_rule_slot(used);
-                slot_of[step.new_rule.pref] = slot;
-            }
-            maps_.write_rule(slot, rule);
+            auto [it, fresh] = slot_of.emplace(step.new_rule.pref, 0);
+            if (fresh)
+                it->second = take_free_rule_slot(used);
+            maps_.write_rule(it->second, rules.by_pref.at(step.new_rule.pref));
             break;
         }
         case Kind::RemoveRule: {
@@ -103,7 +116,8 @@ void Shaper::apply(const std::vector<ConfigStep>& steps) const
             break;
         }
         case Kind::PublishRules:
-            publish_rules(maps_);
+            read_rules();
+            publish_rules(maps_, rules.set, slot_of);
             break;
         }
     }
@@ -116,45 +130,51 @@ uint64_t Shaper::default_horizon() const
     return mode_horizon(record_.mode);
 }
 
-FqHorizon Shaper::fq_horizon() const
+void Shaper::change(const std::function<void(ShaperConfig&)>& edit) const
 {
-    if (record_.mode != SHAPER_MODE_EDT)
-        return {};
-    return {record_.fq.horizon_ns, " on " + device_.name + " (attach --fq-horizon raises it)"};
+    const ShaperConfig current = config();
+    ShaperConfig desired = current;
+    edit(desired);
+    for (ClassSpec& c : desired.classes)
+        if (!c.horizon_ns)
+            c.horizon_ns = default_horizon();
+    try {
+        const CheckedRules rules = check_config(desired, limits(), &current.rules);
+        apply(plan_config(current, desired), rules);
+    } catch (const ConfigFault& fault) {
+        throw Error(fault_text(fault));
+    }
 }
 
-shaper_class_config Shaper::class_config(const ClassSpec& spec) const
+// A fault in the terms of the command that made the one change.
+std::string Shaper::fault_text(const ConfigFault& fault) const
 {
-    return make_class_config(spec, maps_.max_classes(), default_horizon(), fq_horizon());
-}
-
-void Shaper::check_parent(uint32_t id, uint32_t parent) const
-{
-    if (parent == 0)
-        return;
-    if (!maps_.class_config(parent))
-        throw Error(dev_prefix(device_) + "unknown parent class " + std::to_string(parent));
-    ClassParents parents = parents_of(maps_);
-    parents[id] = parent;
-    const TreeFault fault = check_class_tree(parents);
-    if (fault.kind == TreeFault::Cycle)
-        throw Error(dev_prefix(device_) + "parent " + std::to_string(parent) + " of class " +
-                    std::to_string(id) + " would make a cycle");
-    if (fault)
-        throw Error(dev_prefix(device_) + "class " + std::to_string(id) + " under parent " +
-                    std::to_string(parent) + " would be more than " +
-                    std::to_string(SHAPER_MAX_DEPTH) + " levels deep");
+    const std::string dev = dev_prefix(device_);
+    const std::string id = std::to_string(fault.id);
+    if (fault.tree.kind == TreeFault::MissingParent)
+        return dev + "unknown parent class " + std::to_string(fault.missing_class);
+    if (fault.tree.kind == TreeFault::Cycle)
+        return dev + "parent " + std::to_string(fault.tree.chain.at(1)) + " of class " + id +
+               " would make a cycle";
+    if (fault.tree.kind == TreeFault::TooDeep)
+        return dev + "class " + id + " under parent " + std::to_string(fault.tree.chain.at(1)) +
+               " would be more than " + std::to_string(SHAPER_MAX_DEPTH) + " levels deep";
+    if (fault.missing_class)
+        return dev + (fault.item == ConfigFault::Item::Rule ? "rule " + id + ": " : "") +
+               no_class(fault.missing_class);
+    if (fault.item == ConfigFault::Item::Class)
+        return fault.what();  // names the class, and the device where it matters
+    return dev + fault.what();
 }
 
 void Shaper::add_class(const ClassSpec& spec) const
 {
-    const shaper_class_config config = class_config(spec);
-    if (maps_.class_config(spec.id))
-        throw Error(dev_prefix(device_) + "class " + std::to_string(spec.id) +
-                    " already exists (use change-class)");
-    check_parent(spec.id, spec.parent);
-    maps_.reset_class_state(spec.id);  // a new class starts idle, with full credit
-    maps_.write_class_config(spec.id, config);
+    change([&](ShaperConfig& config) {
+        if (find_class(config, spec.id))
+            throw Error(dev_prefix(device_) + "class " + std::to_string(spec.id) +
+                        " already exists (use change-class)");
+        config.classes.push_back(spec);
+    });
 }
 
 ClassSpec Shaper::class_spec(uint32_t id) const
@@ -167,33 +187,70 @@ ClassSpec Shaper::class_spec(uint32_t id) const
 
 void Shaper::change_class(const ClassSpec& spec) const
 {
-    class_spec(spec.id);  // must exist
-    const shaper_class_config config = class_config(spec);
-    check_parent(spec.id, spec.parent);
-    maps_.change_class(spec.id, config);  // the clock stays: no free burst, no stall
+    change([&](ShaperConfig& config) {
+        ClassSpec* c = find_class(config, spec.id);
+        if (!c)
+            throw Error(dev_prefix(device_) + no_class(spec.id));
+        *c = spec;
+    });
 }
 
 void Shaper::del_class(uint32_t id) const
 {
-    class_spec(id);
-    std::string children;
-    for (const auto& [child, parent] : parents_of(maps_))
-        if (parent == id)
-            children += (children.empty() ? "" : ", ") + std::to_string(child);
-    if (!children.empty())
-        throw Error(dev_prefix(device_) + "class " + std::to_string(id) + " has children (" +
-                    children + "): delete them first");
-    if (maps_.settings().default_class == id)
-        throw Error(dev_prefix(device_) + "class " + std::to_string(id) +
-                    " is the default class (set-default --none or another class first)");
-    std::string prefs;
+    change([&](ShaperConfig& config) {
+        if (!find_class(config, id))
+            throw Error(dev_prefix(device_) + no_class(id));
+        const std::string name = dev_prefix(device_) + "class " + std::to_string(id);
+        std::vector<uint32_t> children, prefs;
+        for (const ClassSpec& c : config.classes)
+            if (c.parent == id)
+                children.push_back(c.id);
+        if (!children.empty())
+            throw Error(name + " has children (" + ids_text(children) + "): delete them first");
+        if (config.default_class == id)
+            throw Error(name + " is the default class (set-default --none or another class first)");
+        for (const RuleSpec& r : config.rules)
+            if (r.class_id == id)
+                prefs.push_back(r.pref);
+        if (!prefs.empty())
+            throw Error(name + " has rules (pref " + ids_text(prefs) + "): delete them first");
+        std::erase_if(config.classes, [&](const ClassSpec& c) { return c.id == id; });
+    });
+}
+
+void Shaper::set_default(uint32_t id) const
+{
+    change([&](ShaperConfig& config) { config.default_class = id; });
+}
+
+void Shaper::add_rule(const RuleSpec& rule) const
+{
+    change([&](ShaperConfig& config) {
+        auto at = std::lower_bound(config.rules.begin(), config.rules.end(), rule.pref,
+                                   [](const RuleSpec& r, uint32_t pref) { return r.pref < pref; });
+        if (at != config.rules.end() && at->pref == rule.pref)
+            throw Error(dev_prefix(device_) + "a rule with pref " + std::to_string(rule.pref) +
+                        " exists already (prefs must differ)");
+        config.rules.insert(at, rule);
+    });
+}
+
+void Shaper::del_rule(uint32_t pref) const
+{
+    change([&](ShaperConfig& config) {
+        if (!std::erase_if(config.rules, [&](const RuleSpec& r) { return r.pref == pref; }))
+            throw Error(dev_prefix(device_) + "no rule with pref " + std::to_string(pref));
+    });
+}
+
+std::vector<RuleStatus> Shaper::rules() const
+{
+    std::vector<RuleStatus> out;
     for (const auto& [slot, rule] : maps_.rules())
-        if (rule.class_id == id)
-            prefs += (prefs.empty() ? "" : ", ") + std::to_string(rule.pref);
-    if (!prefs.empty())
-        throw Error(dev_prefix(device_) + "class " + std::to_string(id) + " has rules (pref " +
-                    prefs + "): delete them first");
-    maps_.erase_class(id);
+        out.push_back({slot, rule_spec_of(rule), maps_.rule_counters(slot)});
+    std::sort(out.begin(), out.end(),
+              [](const RuleStatus& a, const RuleStatus& b) { return a.rule.pref < b.rule.pref; });
+    return out;
 }
 
 std::string Shaper::no_class(uint32_t id) const
@@ -211,48 +268,6 @@ std::string Shaper::no_class(uint32_t id) const
         }
     }
     return text;
-}
-
-// A received packet has no local socket at tc ingress: a cgroup rule could never match there.
-void Shaper::check_rule_side(const RuleSpec& rule) const
-{
-    if (device_.direction == Direction::Ingress && rule.cgroup)
-        throw Error(dev_prefix(device_) + "rule " + std::to_string(rule.pref) +
-                    ": cgroup rules match local sockets, which received packets do not have at tc "
-                    "ingress");
-}
-
-void Shaper::add_rule(const RuleSpec& rule) const
-{
-    check_rule_side(rule);
-    if (!maps_.class_config(rule.class_id))
-        throw Error(dev_prefix(device_) + "rule " + std::to_string(rule.pref) + ": " +
-                    no_class(rule.class_id));
-    shaperctl::add_rule(maps_, rule);
-}
-
-void Shaper::del_rule(uint32_t pref) const
-{
-    shaperctl::del_rule(maps_, pref);
-}
-
-std::vector<RuleStatus> Shaper::rules() const
-{
-    std::vector<RuleStatus> out;
-    for (const auto& [slot, rule] : maps_.rules())
-        out.push_back({slot, rule_spec_of(rule), maps_.rule_counters(slot)});
-    std::sort(out.begin(), out.end(),
-              [](const RuleStatus& a, const RuleStatus& b) { return a.rule.pref < b.rule.pref; });
-    return out;
-}
-
-void Shaper::set_default(uint32_t id) const
-{
-    if (id)
-        class_spec(id);
-    shaper_settings settings = maps_.settings();
-    settings.default_class = id;
-    maps_.set_settings(settings);
 }
 
 }  // namespace shaperctl

@@ -8,12 +8,18 @@
 #include <chrono>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <cstring>
+#include <map>
 #include <set>
+#include <tuple>
 
 #include "cli/config_file.h"
 #include "cli/config_schema.h"
 #include "loader/cgroup.h"
 #include "loader/plan.h"
+#include "loader/config_check.h"
+#include "loader/rule_compiler.h"
+#include "loader/rule_spec.h"
 #include "loader/device.h"
 #include "loader/error.h"
 #include "netns.h"
@@ -33,6 +39,8 @@ protected:
     }
     void TearDown() override
     {
+        if (ns_)
+            sh("detach --dev sh0 --ingress");
         DeviceTest::TearDown();
         std::remove(file_.c_str());
         if (!cgroup_.empty())
@@ -395,6 +403,74 @@ TEST_F(Apply, TwoDevicesAreAppliedAndDetachedFromTheFile)
     EXPECT_NE(neither.err.find("--dev DEV or -f FILE"), std::string::npos) << neither.err;
 }
 
+// A device entry is one side: the receive side is an entry of its own ("direction": "ingress"),
+// with its own classes, rules and default class, in police mode, with the ingress class
+// defaults; dump prints it, apply of the dump changes nothing, detach -f detaches it.
+TEST_F(Apply, TheIngressSideIsAnEntryOfItsOwn)
+{
+    ok("attach --dev sh0 --mode police");
+    ok("add-class --dev sh0 --id 1 --rate 20mbit");
+    const json egress = dump()["devices"][0];
+    write_file(file_, R"({"devices": [
+        {"device": "sh0", "mode": "police", "classes": [{"id": 1, "rate": "20mbit"}]},
+        {"device": "sh0", "direction": "ingress", "default_class": 1,
+         "classes": [{"id": 1, "rate": "10mbit"}, {"id": 2, "rate": "5mbit", "parent": 1, "aqm": "off"}],
+         "rules": [{"pref": 10, "class": 2, "dport": 80, "proto": "tcp"}]}]})");
+    Outcome o = sh("apply -f " + file_);
+    ASSERT_EQ(o.status, 0) << o.err;
+    EXPECT_EQ(o.out, "dev sh0 ingress:\n+ attach mode police\n+ class 1 rate 10mbit\n"
+                     "+ class 2 rate 5mbit parent 1 aqm off\n+ rule 10 class 2 proto tcp dport 80\n"
+                     "~ default class none -> 1\n");
+
+    Outcome st = sh("status --dev sh0 --ingress --json --sample 0");
+    ASSERT_EQ(st.status, 0) << st.err;
+    const json side = json::parse(st.out);
+    ASSERT_EQ(side["classes"].size(), 2u);
+    EXPECT_EQ(side["classes"][0]["aqm"], "codel");  // the ingress defaults for absent fields
+    EXPECT_EQ(side["classes"][0]["horizon_ns"], 150'000'000);
+    EXPECT_EQ(side["classes"][1]["aqm"], "off");
+    EXPECT_EQ(side["default_class"], 1);
+    EXPECT_EQ(side["rules"][0]["match"], "proto tcp dport 80");
+
+    const json both = dump();
+    ASSERT_EQ(both["devices"].size(), 2u);
+    EXPECT_EQ(both["devices"][0], egress);  // the egress entry is as it was, with no "direction"
+    const json& in = both["devices"][1];
+    EXPECT_EQ(in["direction"], "ingress");
+    EXPECT_EQ(in["mode"], "police");
+    EXPECT_EQ(in["classes"][0]["target"], "2ms");
+    EXPECT_EQ(in["classes"][0]["horizon"], "150ms");
+    EXPECT_EQ(apply(both), "no changes\n");
+    EXPECT_EQ(sh("dump --dev sh0").out, sh("dump").out);
+
+    json slower = both;
+    slower["devices"][1]["classes"][0]["rate"] = "8mbit";
+    EXPECT_EQ(apply(slower), "dev sh0 ingress:\n~ class 1 rate 10mbit -> 8mbit\n");
+
+    const auto side_entry = [](const std::string& rest) {
+        return R"({"devices": [{"device": "sh0", "direction": "ingress", )" + rest + "}]}";
+    };
+    const json before = dump();
+    for (const auto& [text, needle] : std::vector<std::pair<std::string, std::string>>{
+             {side_entry(R"("mode": "edt")"), "devices[0].mode: ingress is police mode"},
+             {side_entry(R"("fq": {"horizon": "1s"})"), "devices[0].fq: fq options apply to egress only"},
+             {side_entry(R"("classes": [{"id": 1, "rate": "1mbit"}], "rules": [{"pref": 1, "class": 1, "cgroup": "/"}])"),
+              "devices[0].rules[0].cgroup: rule 1: cgroup rules match local sockets"},
+             {R"({"devices": [{"device": "sh0", "direction": "sideways"}]})",
+              "devices[0].direction: bad direction \"sideways\" (use egress or ingress)"},
+             {R"({"devices": [{"device": "sh0", "direction": "ingress"}, {"device": "sh0", "direction": "ingress"}]})",
+              "devices[1].device: device \"sh0\" is given twice"}}) {
+        refused(text, needle);
+        EXPECT_EQ(dump(), before) << text;
+    }
+
+    write_file(file_, both.dump());
+    o = sh("detach -f " + file_);
+    ASSERT_EQ(o.status, 0) << o.err;
+    EXPECT_EQ(o.out, "detached from sh0\ndetached from sh0 ingress\n");
+    EXPECT_FALSE(attached("sh0"));
+}
+
 // `parents` top classes of 1 Gbit with 99 children each (ids P00..P98), and `rule_count` rules
 // spread over the first parent's children.
 json many_classes(int parents, int rule_count)
@@ -522,6 +598,81 @@ TEST(ConfigSchema, MatchesTheParserAndValidatesDumps)
     CommandResult result = run(check);
     std::remove(dumped.c_str());
     EXPECT_EQ(result.status, 0) << result.output;
+}
+
+// The one check names the item at fault, for a file's path or a command's words.
+TEST(ConfigCheck, FaultsNameTheirItem)
+{
+    using Item = shaperctl::ConfigFault::Item;
+    shaperctl::ShaperConfig c;
+    c.classes = {{.id = 1, .rate_bps = 1'000'000, .parent = 2, .horizon_ns = 5'000'000},
+                 {.id = 2, .rate_bps = 1'000'000, .parent = 1, .horizon_ns = 5'000'000}};
+    const auto fault = [](const shaperctl::ShaperConfig& config) {
+        try {
+            shaperctl::check_config(config, {});
+        } catch (const shaperctl::ConfigFault& f) {
+            return std::tuple{f.item, f.id, f.field, std::string(f.what()), f.missing_class};
+        }
+        return std::tuple{Item::Rules, 0u, std::string(), std::string("none"), 0u};
+    };
+    EXPECT_EQ(fault(c), std::tuple(Item::Class, 1u, std::string("parent"),
+                                   std::string("parents form a cycle (1 -> 2 -> 1)"), 0u));
+    c.classes[1].parent = 0;
+    c.classes[1].rate_bps = 1;
+    EXPECT_EQ(std::get<0>(fault(c)), Item::Class);
+    EXPECT_EQ(std::get<1>(fault(c)), 2u);
+    c.classes[1].rate_bps = 1'000'000;
+    c.default_class = 7;
+    EXPECT_EQ(fault(c), std::tuple(Item::DefaultClass, 0u, std::string(), std::string("no class 7"), 7u));
+    c.default_class = 2;
+    shaperctl::RuleSpec rule;
+    rule.pref = 5;
+    rule.class_id = 3;
+    rule.vlan = 9;
+    c.rules = {rule};
+    EXPECT_EQ(fault(c), std::tuple(Item::Rule, 5u, std::string("class"), std::string("no class 3"), 3u));
+    c.rules[0].class_id = 1;
+    EXPECT_EQ(std::get<3>(fault(c)), "none");
+    // Rules the device publishes already are not compiled again.
+    EXPECT_TRUE(shaperctl::check_config(c, {}).compiled);
+    EXPECT_FALSE(shaperctl::check_config(c, {}, &c.rules).compiled);
+}
+
+// The set the check compiled once, placed into a generation and slots, is what compiling it
+// there would give.
+TEST(ConfigCheck, PlacingACompiledSetEqualsCompilingItInPlace)
+{
+    std::vector<shaper_rule> rules;
+    std::map<uint32_t, uint32_t> slot_of;
+    std::vector<uint32_t> placeholder, slots;
+    for (uint32_t i = 0; i < 40; i++) {
+        shaperctl::RuleSpec r;
+        r.pref = 100 - 2 * i;
+        r.class_id = 1 + i % 3;
+        r.dport = shaperctl::PortRange{uint16_t(1000 + i), uint16_t(1000 + 3 * i)};
+        r.proto = 6;
+        if (i % 4 == 0)
+            r.dst = shaperctl::parse_cidr("10." + std::to_string(i) + ".0.0/16", "dst");
+        rules.push_back(shaperctl::compile_rule(r));
+        placeholder.push_back(i);
+        slots.push_back(7 * i + 3);
+        slot_of[r.pref] = 7 * i + 3;
+    }
+    const auto once = shaperctl::compile_rules(rules, placeholder, 0);
+    for (uint32_t gen : {0u, 1u}) {
+        const auto in_place = shaperctl::compile_rules(rules, slots, gen);
+        const auto placed = shaperctl::place_rules(once, gen, slot_of);
+        ASSERT_EQ(placed.entries.size(), in_place.entries.size());
+        for (size_t i = 0; i < placed.entries.size(); i++) {
+            EXPECT_EQ(std::memcmp(&placed.entries[i].first, &in_place.entries[i].first, sizeof(shaper_rule_key)), 0) << i;
+            EXPECT_EQ(std::memcmp(&placed.entries[i].second, &in_place.entries[i].second, sizeof(shaper_rule_match)), 0) << i;
+        }
+        EXPECT_EQ(placed.sport_segs, in_place.sport_segs);
+        EXPECT_EQ(placed.dport_segs, in_place.dport_segs);
+        ASSERT_EQ(placed.tuples.size(), in_place.tuples.size());
+        for (size_t t = 0; t < placed.tuples.size(); t++)
+            EXPECT_EQ(std::memcmp(&placed.tuples[t], &in_place.tuples[t], sizeof(shaper_tuple)), 0) << t;
+    }
 }
 
 // plan_config on its own: the order of steps for a default class whose class is new.

@@ -1,0 +1,92 @@
+#include "loader/config_check.h"
+
+#include <set>
+
+namespace shaperctl {
+namespace {
+
+using Item = ConfigFault::Item;
+
+void check_classes(const ShaperConfig& config, const ConfigLimits& limits)
+{
+    ClassParents parents;
+    for (const ClassSpec& c : config.classes) {
+        if (c.id == 0 || c.id >= limits.max_classes)
+            throw ConfigFault(Item::Class, c.id, "id",
+                              "class id " + std::to_string(c.id) + " is out of range (1 to " +
+                                  std::to_string(limits.max_classes - 1) + " with max_classes " +
+                                  std::to_string(limits.max_classes) + ")");
+        try {
+            validate_class(c, limits.max_classes, limits.fq);
+        } catch (const Error& e) {
+            throw ConfigFault(Item::Class, c.id, "", e.what());
+        }
+        parents[c.id] = c.parent;
+    }
+    if (const TreeFault tree = check_class_tree(parents)) {
+        ConfigFault fault(Item::Class, tree.id, "parent", tree.describe());
+        if (tree.kind == TreeFault::MissingParent)
+            fault.missing_class = tree.chain.back();
+        fault.tree = tree;
+        throw fault;
+    }
+}
+
+ConfigFault missing(Item item, uint32_t id, const char* field, uint32_t class_id)
+{
+    ConfigFault fault(item, id, field, "no class " + std::to_string(class_id));
+    fault.missing_class = class_id;
+    return fault;
+}
+
+}  // namespace
+
+CheckedRules check_config(const ShaperConfig& config, const ConfigLimits& limits,
+                          const std::vector<RuleSpec>* published)
+{
+    check_classes(config, limits);
+    std::set<uint32_t> ids;
+    for (const ClassSpec& c : config.classes)
+        ids.insert(c.id);
+    if (config.default_class && !ids.count(config.default_class))
+        throw missing(Item::DefaultClass, 0, "", config.default_class);
+
+    if (config.rules.size() > SHAPER_MAX_RULES)
+        throw ConfigFault(Item::Rules, 0, "", std::to_string(config.rules.size()) + " rules (at most " +
+                                                  std::to_string(SHAPER_MAX_RULES) + ")");
+    for (const RuleSpec& r : config.rules) {
+        if (!ids.count(r.class_id))
+            throw missing(Item::Rule, r.pref, "class", r.class_id);
+        // A received packet has no local socket at tc ingress: a cgroup rule could never match.
+        if (limits.side == Direction::Ingress && r.cgroup)
+            throw ConfigFault(Item::Rule, r.pref, "cgroup",
+                              "rule " + std::to_string(r.pref) +
+                                  ": cgroup rules match local sockets, which received packets do "
+                                  "not have at tc ingress");
+    }
+    CheckedRules checked;
+    if (published && *published == config.rules)
+        return checked;
+    std::vector<shaper_rule> rules;
+    std::vector<uint32_t> slots;
+    for (const RuleSpec& r : config.rules) {
+        try {
+            checked.by_pref[r.pref] = compile_rule(r);
+        } catch (const Error& e) {
+            throw ConfigFault(Item::Rule, r.pref, "", e.what());
+        }
+    }
+    for (const auto& [pref, rule] : checked.by_pref) {
+        slots.push_back(uint32_t(rules.size()));
+        rules.push_back(rule);
+    }
+    try {
+        checked.set = compile_rules(rules, slots, 0);
+    } catch (const Error& e) {
+        throw ConfigFault(Item::Rules, 0, "", e.what());
+    }
+    checked.compiled = true;
+    return checked;
+}
+
+}  // namespace shaperctl

@@ -1,0 +1,55 @@
+// The one check of a device's whole configuration, whoever made it (a file for apply, or one
+// command's change to what the device holds): every class's ranges, the class tree, the default
+// class, and the rules, each compiled for the datapath and then as a set. Faults say which item
+// they concern, so that a file names its JSON path and a command its class or rule.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "loader/class_config.h"
+#include "loader/class_tree.h"
+#include "loader/config.h"
+#include "loader/direction.h"
+#include "loader/error.h"
+#include "loader/rule_compiler.h"
+
+namespace shaperctl {
+
+// What the configuration must fit beside itself.
+struct ConfigLimits {
+    uint32_t max_classes = SHAPER_LIMIT_MAX_CLASSES;  // class ids below it
+    FqHorizon fq;                                     // bounds class horizons (edt mode)
+    Direction side = Direction::Egress;               // no cgroup rule on the receive side
+};
+
+// A fault of one item: a class (id) or one of its fields, a rule (pref) or one of its fields,
+// the default class, or the rule set as a whole.
+class ConfigFault : public Error {
+public:
+    enum class Item { Class, Rule, DefaultClass, Rules };
+    ConfigFault(Item item, uint32_t id, std::string field, const std::string& message)
+        : Error(message), item(item), id(id), field(std::move(field)) {}
+    Item item;
+    uint32_t id;
+    std::string field;           // "" for the item as a whole
+    uint32_t missing_class = 0;  // the fault is a reference to this class, which is not there
+    TreeFault tree;              // the fault is the class tree's
+};
+
+// The rules in the datapath's form, compiled once: each rule, and the set as publish installs it
+// (generation 0, rule n of `by_pref`'s order in slot n; place_rules() sets both for real).
+struct CheckedRules {
+    bool compiled = false;  // false: the rules were those already published, left as they are
+    std::map<uint32_t, shaper_rule> by_pref;
+    CompiledRules set;
+};
+
+// Checks `config` (class horizons resolved) whole; ConfigFault at the first fault, in the order
+// of the file: classes by id, the tree, the default class, the rules by pref, the set. Rules equal
+// to `published` (what the device runs, valid already) are not compiled again.
+CheckedRules check_config(const ShaperConfig& config, const ConfigLimits& limits,
+                          const std::vector<RuleSpec>* published = nullptr);
+
+}  // namespace shaperctl

@@ -1,0 +1,73 @@
+// Syscalls on pinned maps with one-line errors naming what failed: the class maps (maps.cpp)
+// and the rule maps (maps_rules.cpp) both go through these.
+#pragma once
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include <cerrno>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "loader/error.h"
+#include "loader/fd.h"
+
+namespace shaperctl {
+
+inline Fd open_pin(const std::string& path)
+{
+    int fd = bpf_obj_get(path.c_str());
+    if (fd < 0)
+        throw Error(errno_message("cannot open pinned map " + path, errno));
+    return Fd(fd);
+}
+
+inline bpf_map_info map_info(int fd)
+{
+    bpf_map_info info{};
+    uint32_t len = sizeof info;
+    if (bpf_obj_get_info_by_fd(fd, &info, &len))
+        throw Error(errno_message("cannot read map info", errno));
+    return info;
+}
+
+inline uint32_t max_entries(int fd)
+{
+    return map_info(fd).max_entries;
+}
+
+inline void lookup(int fd, uint32_t key, void* value, const char* what)
+{
+    if (bpf_map_lookup_elem(fd, &key, value))
+        throw Error(errno_message(std::string("cannot read ") + what + " " + std::to_string(key),
+                                  errno));
+}
+
+inline void update(int fd, uint32_t key, const void* value, const char* what)
+{
+    if (bpf_map_update_elem(fd, &key, value, BPF_ANY))
+        throw Error(errno_message(std::string("cannot write ") + what + " " + std::to_string(key),
+                                  errno));
+}
+
+// A whole array map in one batched read instead of a syscall per entry; the entries `keep` wants.
+template <typename Value, typename Keep>
+std::vector<std::pair<uint32_t, Value>> read_array(int fd, uint32_t entries, const char* what,
+                                                   Keep keep)
+{
+    std::vector<uint32_t> keys(entries);
+    std::vector<Value> values(entries);
+    uint32_t count = entries, out_batch = 0;
+    LIBBPF_OPTS(bpf_map_batch_opts, opts);
+    if (bpf_map_lookup_batch(fd, nullptr, &out_batch, keys.data(), values.data(), &count, &opts) &&
+        errno != ENOENT)
+        throw Error(errno_message(std::string("cannot read ") + what, errno));
+    std::vector<std::pair<uint32_t, Value>> kept;
+    for (uint32_t i = 0; i < count; i++)
+        if (keep(keys[i], values[i]))
+            kept.push_back({keys[i], values[i]});
+    return kept;
+}
+
+}  // namespace shaperctl

@@ -1,0 +1,81 @@
+// ShaperMaps' rule maps: the rules by slot, their counters, and the compiled generations the
+// datapath classifies with.
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "loader/error.h"
+#include "loader/map_io.h"
+#include "loader/maps.h"
+#include "loader/rules.h"
+
+namespace shaperctl {
+
+std::vector<std::pair<uint32_t, shaper_rule>> ShaperMaps::rules() const
+{
+    return read_array<shaper_rule>(rules_.get(), SHAPER_MAX_RULES, "the rules",
+                                   [](uint32_t, const shaper_rule& r) { return r.pref != 0; });
+}
+
+void ShaperMaps::write_rule(uint32_t slot, const shaper_rule& rule) const
+{
+    std::vector<shaper_rule_stats> zero(libbpf_num_possible_cpus());
+    update(rule_stats_.get(), slot, zero.data(), "rule counters");
+    update(rules_.get(), slot, &rule, "rule slot");
+}
+
+shaper_rule_stats ShaperMaps::rule_counters(uint32_t slot) const
+{
+    std::vector<shaper_rule_stats> per_cpu(libbpf_num_possible_cpus());
+    lookup(rule_stats_.get(), slot, per_cpu.data(), "rule counters");
+    shaper_rule_stats sum{};
+    for (const auto& s : per_cpu) {
+        sum.packets += s.packets;
+        sum.bytes += s.bytes;
+    }
+    return sum;
+}
+
+void ShaperMaps::install_rules(const CompiledRules& compiled, uint32_t gen) const
+{
+    // 1. Forget what this generation held before (the datapath reads the other one).
+    std::vector<shaper_rule_key> stale;
+    shaper_rule_key key{}, next{};
+    const shaper_rule_key* prev = nullptr;
+    while (bpf_map_get_next_key(rule_index_.get(), prev, &next) == 0) {
+        if (next.tuple / SHAPER_MAX_TUPLES == gen)
+            stale.push_back(next);
+        key = next;
+        prev = &key;
+    }
+    for (const auto& k : stale)
+        bpf_map_delete_elem(rule_index_.get(), &k);
+
+    // 2. The index entries, the port segments, then the tuples that make them reachable.
+    LIBBPF_OPTS(bpf_map_batch_opts, opts);
+    if (!compiled.entries.empty()) {
+        std::vector<shaper_rule_key> keys;
+        std::vector<shaper_rule_match> values;
+        for (const auto& [k, v] : compiled.entries) {
+            keys.push_back(k);
+            values.push_back(v);
+        }
+        uint32_t count = uint32_t(keys.size());
+        if (bpf_map_update_batch(rule_index_.get(), keys.data(), values.data(), &count, &opts))
+            throw Error(errno_message("cannot write the rule index", errno));
+    }
+    std::vector<uint32_t> seg_keys(SHAPER_PORT_SEGS_PER_GEN);
+    std::vector<uint16_t> seg_values(SHAPER_PORT_SEGS_PER_GEN);
+    for (uint32_t i = 0; i < SHAPER_PORT_SEGS_PER_GEN; i++) {
+        seg_keys[i] = gen * SHAPER_PORT_SEGS_PER_GEN + i;
+        seg_values[i] = i < 65536 ? compiled.sport_segs[i] : compiled.dport_segs[i - 65536];
+    }
+    uint32_t count = SHAPER_PORT_SEGS_PER_GEN;
+    if (bpf_map_update_batch(port_segs_.get(), seg_keys.data(), seg_values.data(), &count, &opts))
+        throw Error(errno_message("cannot write the port segments", errno));
+    for (uint32_t t = 0; t < SHAPER_MAX_TUPLES; t++) {
+        shaper_tuple tuple = t < compiled.tuples.size() ? compiled.tuples[t] : shaper_tuple{};
+        update(tuples_.get(), gen * SHAPER_MAX_TUPLES + t, &tuple, "rule tuple");
+    }
+}
+
+}  // namespace shaperctl
