@@ -234,11 +234,7 @@ Run status(CLI::App* cmd, Common& c)
             return 0;
         }
         const auto interval = std::chrono::nanoseconds(o->sample == "0" ? 0 : parse_time(o->sample));
-        const DeviceStatus st = Shaper::open_unlocked(c.dev, c.side()).status(interval);
-        if (c.json)
-            std::cout << status_json_text(st) << std::endl;
-        else
-            std::cout << status_table(st);
+        print_status(Shaper::open_unlocked(c.dev, c.side()), interval, c.json, std::cout);
         return 0;
     };
 }

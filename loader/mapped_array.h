@@ -44,6 +44,7 @@ public:
     ~MappedArray() { unmap(); }
 
     T& operator[](uint64_t i) const { return base_[i]; }
+    bool mapped() const { return base_ != nullptr; }
 
 private:
     void unmap()

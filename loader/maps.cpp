@@ -11,6 +11,7 @@
 #include <cerrno>
 
 #include "loader/error.h"
+#include "loader/map_batch.h"
 #include "loader/program.h"
 #include "loader/rules.h"
 
@@ -55,23 +56,15 @@ void update(int fd, uint32_t key, const void* value, const char* what)
                                   errno));
 }
 
-// A whole array map in one batched read instead of a syscall per entry; the entries `keep` wants.
-template <typename Value, typename Keep>
-std::vector<std::pair<uint32_t, Value>> read_array(int fd, uint32_t entries, const char* what,
-                                                   Keep keep)
+// One rule's counters, summed over the CPUs' values (16 bytes each: no padding between them).
+shaper_rule_stats sum_over_cpus(const shaper_rule_stats* per_cpu, uint32_t cpus)
 {
-    std::vector<uint32_t> keys(entries);
-    std::vector<Value> values(entries);
-    uint32_t count = entries, out_batch = 0;
-    LIBBPF_OPTS(bpf_map_batch_opts, opts);
-    if (bpf_map_lookup_batch(fd, nullptr, &out_batch, keys.data(), values.data(), &count, &opts) &&
-        errno != ENOENT)
-        throw Error(errno_message(std::string("cannot read ") + what, errno));
-    std::vector<std::pair<uint32_t, Value>> kept;
-    for (uint32_t i = 0; i < count; i++)
-        if (keep(keys[i], values[i]))
-            kept.push_back({keys[i], values[i]});
-    return kept;
+    shaper_rule_stats sum{};
+    for (uint32_t cpu = 0; cpu < cpus; cpu++) {
+        sum.packets += per_cpu[cpu].packets;
+        sum.bytes += per_cpu[cpu].bytes;
+    }
+    return sum;
 }
 
 // Moves a clock value ahead of now to now + (value - now) * old_rate / new_rate, by
@@ -138,9 +131,21 @@ void ShaperMaps::map_class_arrays()
 {
     max_classes_ = max_entries(config_.get());
     cpus_ = max_classes_ ? max_entries(stats_.get()) / max_classes_ : 0;
-    entries_ = MappedArray<shaper_class>(classes_.get(), max_classes_, "the class entries");
-    counters_ = MappedArray<shaper_class_stats>(stats_.get(), uint64_t(cpus_) * max_classes_,
-                                                "the class counters");
+}
+
+const MappedArray<shaper_class>& ShaperMaps::entries() const
+{
+    if (!entries_.mapped())
+        entries_ = MappedArray<shaper_class>(classes_.get(), max_classes_, "the class entries");
+    return entries_;
+}
+
+const MappedArray<shaper_class_stats>& ShaperMaps::counter_slots() const
+{
+    if (!counters_.mapped())
+        counters_ = MappedArray<shaper_class_stats>(stats_.get(), uint64_t(cpus_) * max_classes_,
+                                                    "the class counters");
+    return counters_;
 }
 
 shaper_settings ShaperMaps::settings() const
@@ -177,7 +182,7 @@ void ShaperMaps::write_entry_config(uint32_t id, const shaper_class_config& conf
     if (id >= max_classes_)
         throw Error("class id " + std::to_string(id) + " is beyond the map's " +
                     std::to_string(max_classes_) + " entries");
-    shaper_class& e = entries_[id];
+    shaper_class& e = entries()[id];
     // A class going away stops being used before anything else changes; one appearing is used
     // only once all of it is written.
     if (!(config.flags & SHAPER_CLASS_PRESENT))
@@ -202,7 +207,7 @@ void ShaperMaps::change_class(uint32_t id, const shaper_class_config& config) co
     // Before the new rate is written: packets charged in between pay the old rate on the
     // rescaled clock, more than the new one asks, never less.
     if (old && config.rate_bps > old->rate_bps) {
-        shaper_class& e = entries_[id];
+        shaper_class& e = entries()[id];
         rescale_ahead(&e.tat_ns, old->rate_bps, config.rate_bps);
         // The fair-share epoch counts class time from this mark: it moves with the clock.
         rescale_ahead(&e.fair_epoch_tat_ns, old->rate_bps, config.rate_bps);
@@ -273,10 +278,13 @@ std::vector<uint32_t> ShaperMaps::class_ids() const
 
 std::vector<std::pair<uint32_t, shaper_class_config>> ShaperMaps::class_configs() const
 {
-    return read_array<shaper_class_config>(config_.get(), max_classes_, "the class map",
-                                           [](uint32_t id, const shaper_class_config& c) {
-                                               return id != 0 && (c.flags & SHAPER_CLASS_PRESENT);
-                                           });
+    std::vector<std::pair<uint32_t, shaper_class_config>> configs;
+    for_each_entry<shaper_class_config>(config_.get(), max_classes_, "the class map",
+                                        [&](uint32_t id, const shaper_class_config& c) {
+                                            if (id != 0 && (c.flags & SHAPER_CLASS_PRESENT))
+                                                configs.push_back({id, c});
+                                        });
+    return configs;
 }
 
 namespace {
@@ -305,12 +313,17 @@ void for_each_counter(Stats& map, ClassCounters& ours, F fn)
 
 }  // namespace
 
+void add_counters(ClassCounters& sum, const shaper_class_stats& one)
+{
+    for_each_counter(one, sum, [](const auto& counter, uint64_t& total) { total += mapped_load(counter); });
+}
+
 ClassClock ShaperMaps::clock(uint32_t id) const
 {
     if (id >= max_classes_)
         throw Error("cannot read class clock " + std::to_string(id) + ": beyond the map");
     ClassClock c;
-    for_each_clock_field(entries_[id], c, [](const auto& field, auto& out) { out = mapped_load(field); });
+    for_each_clock_field(entries()[id], c, [](const auto& field, auto& out) { out = mapped_load(field); });
     return c;
 }
 
@@ -319,7 +332,7 @@ void ShaperMaps::write_clock(uint32_t id, const ClassClock& clock) const
     if (id >= max_classes_)
         throw Error("cannot write class clock " + std::to_string(id) + ": beyond the map");
     ClassClock c = clock;
-    for_each_clock_field(entries_[id], c, [](auto& field, auto value) { mapped_store(field, value); });
+    for_each_clock_field(entries()[id], c, [](auto& field, auto value) { mapped_store(field, value); });
 }
 
 ClassCounters ShaperMaps::counters(uint32_t id) const
@@ -328,8 +341,7 @@ ClassCounters ShaperMaps::counters(uint32_t id) const
         throw Error("cannot read class counters " + std::to_string(id) + ": beyond the map");
     ClassCounters sum;
     for (uint32_t cpu = 0; cpu < cpus_; cpu++)
-        for_each_counter(counters_[uint64_t(cpu) * max_classes_ + id], sum,
-                         [](const auto& counter, uint64_t& total) { total += mapped_load(counter); });
+        add_counters(sum, counter_slots()[uint64_t(cpu) * max_classes_ + id]);
     return sum;
 }
 
@@ -337,14 +349,18 @@ void ShaperMaps::zero_counters(uint32_t id) const
 {
     ClassCounters unused;
     for (uint32_t cpu = 0; cpu < cpus_; cpu++)
-        for_each_counter(counters_[uint64_t(cpu) * max_classes_ + id], unused,
+        for_each_counter(counter_slots()[uint64_t(cpu) * max_classes_ + id], unused,
                          [](auto& counter, uint64_t&) { mapped_store(counter, 0); });
 }
 
 std::vector<std::pair<uint32_t, shaper_rule>> ShaperMaps::rules() const
 {
-    return read_array<shaper_rule>(rules_.get(), SHAPER_MAX_RULES, "the rules",
-                                   [](uint32_t, const shaper_rule& r) { return r.pref != 0; });
+    std::vector<std::pair<uint32_t, shaper_rule>> rules;
+    for_each_entry<shaper_rule>(rules_.get(), SHAPER_MAX_RULES, "the rules", [&](uint32_t slot, const shaper_rule& r) {
+        if (r.pref != 0)
+            rules.push_back({slot, r});
+    });
+    return rules;
 }
 
 void ShaperMaps::write_rule(uint32_t slot, const shaper_rule& rule) const
@@ -358,12 +374,19 @@ shaper_rule_stats ShaperMaps::rule_counters(uint32_t slot) const
 {
     std::vector<shaper_rule_stats> per_cpu(libbpf_num_possible_cpus());
     lookup(rule_stats_.get(), slot, per_cpu.data(), "rule counters");
-    shaper_rule_stats sum{};
-    for (const auto& s : per_cpu) {
-        sum.packets += s.packets;
-        sum.bytes += s.bytes;
-    }
-    return sum;
+    return sum_over_cpus(per_cpu.data(), uint32_t(per_cpu.size()));
+}
+
+std::vector<shaper_rule_stats> ShaperMaps::all_rule_counters() const
+{
+    const uint32_t cpus = uint32_t(libbpf_num_possible_cpus());
+    std::vector<shaper_rule_stats> per_cpu(uint64_t(SHAPER_MAX_RULES) * cpus);  // 16 bytes: no padding
+    const uint32_t n = read_map_range(rule_stats_.get(), 0, SHAPER_MAX_RULES, per_cpu_value_bytes(sizeof(shaper_rule_stats)),
+                                      per_cpu.data(), "rule counters");
+    std::vector<shaper_rule_stats> sums(SHAPER_MAX_RULES);
+    for (uint32_t slot = 0; slot < n; slot++)
+        sums[slot] = sum_over_cpus(per_cpu.data() + uint64_t(slot) * cpus, cpus);
+    return sums;
 }
 
 void ShaperMaps::install_rules(const CompiledRules& compiled, uint32_t gen) const

@@ -1,0 +1,55 @@
+// ShaperMaps' copying reads for status: the class config, entry and every CPU's counters of a
+// chunk of ids at a time, by batched lookups, so 100,000 classes cost a few dozen system calls
+// and the reader's memory stays a chunk's worth whatever the number of CPUs.
+#include <algorithm>
+#include <vector>
+
+#include "loader/map_batch.h"
+#include "loader/maps.h"
+
+namespace shaperctl {
+
+void ShaperMaps::for_each_class_state(const std::function<void(const ClassState&)>& each) const
+{
+    std::vector<shaper_class_config> configs(kMapChunk);
+    std::vector<shaper_class> entries(kMapChunk);
+    std::vector<shaper_class_stats> one_cpu(kMapChunk);
+    std::vector<ClassCounters> sums(kMapChunk);
+    const auto present = [&](uint32_t id, uint32_t i) { return id != 0 && (configs[i].flags & SHAPER_CLASS_PRESENT); };
+    for (uint32_t first = 0; first < max_classes_; first += kMapChunk) {
+        const uint32_t n = read_map_range(config_.get(), first, std::min(kMapChunk, max_classes_ - first),
+                                          sizeof(shaper_class_config), configs.data(), "the class map");
+        bool any = false;
+        for (uint32_t i = 0; i < n; i++)
+            any = any || present(first + i, i);
+        if (!any)
+            continue;
+        // Read after the configs: a class added in between shows its first counts, one deleted
+        // shows zeros, never another class's.
+        const uint32_t with_entry =
+            read_map_range(classes_.get(), first, n, sizeof(shaper_class), entries.data(), "the class entries");
+        std::fill(sums.begin(), sums.begin() + n, ClassCounters{});
+        for (uint32_t cpu = 0; cpu < cpus_; cpu++) {
+            const uint32_t m = read_map_range(stats_.get(), cpu * max_classes_ + first, n, sizeof(shaper_class_stats),
+                                              one_cpu.data(), "the class counters");
+            for (uint32_t i = 0; i < m; i++)
+                add_counters(sums[i], one_cpu[i]);
+        }
+        for (uint32_t i = 0; i < n; i++)
+            if (present(first + i, i))
+                each({first + i, configs[i], sums[i], i < with_entry ? entries[i].tat_ns : 0});
+    }
+}
+
+ClassCounters ShaperMaps::unclassified() const
+{
+    ClassCounters sum;
+    for (uint32_t cpu = 0; cpu < cpus_; cpu++) {
+        shaper_class_stats one{};
+        if (read_map_range(stats_.get(), cpu * max_classes_, 1, sizeof one, &one, "the unclassified counters"))
+            add_counters(sum, one);
+    }
+    return sum;
+}
+
+}  // namespace shaperctl
