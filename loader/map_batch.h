@@ -1,7 +1,6 @@
 // Reading a BPF array map a chunk of entries per system call (bpf_map_lookup_batch), so a reader
 // of a big map holds one chunk at a time, not the whole map, and pays one call per chunk, not
-// one per entry. Reading copies: unlike a mapping of the map, whose every page counts as the
-// reader's resident memory from mmap() on (12 MB per CPU for the counters of 131,072 classes).
+// one per entry: for the maps that cannot be mapped (class configs, rules, per-CPU rule hits).
 #pragma once
 
 #include <algorithm>

@@ -1,6 +1,7 @@
-// ShaperMaps' copying reads for status: the class config, entry and every CPU's counters of a
-// chunk of ids at a time, by batched lookups, so 100,000 classes cost a few dozen system calls
-// and the reader's memory stays a chunk's worth whatever the number of CPUs.
+// ShaperMaps' reads for status, a chunk of ids at a time: the configs by batched lookups (a few
+// dozen system calls for 100,000 classes), the entries and every CPU's counters through a
+// mapping of just that chunk (a copy per entry costs the kernel more than reading it), so the
+// reader's memory stays a chunk's worth whatever the number of classes and CPUs.
 #include <algorithm>
 #include <vector>
 
@@ -12,8 +13,6 @@ namespace shaperctl {
 void ShaperMaps::for_each_class_state(const std::function<void(const ClassState&)>& each) const
 {
     std::vector<shaper_class_config> configs(kMapChunk);
-    std::vector<shaper_class> entries(kMapChunk);
-    std::vector<shaper_class_stats> one_cpu(kMapChunk);
     std::vector<ClassCounters> sums(kMapChunk);
     const auto present = [&](uint32_t id, uint32_t i) { return id != 0 && (configs[i].flags & SHAPER_CLASS_PRESENT); };
     for (uint32_t first = 0; first < max_classes_; first += kMapChunk) {
@@ -26,18 +25,18 @@ void ShaperMaps::for_each_class_state(const std::function<void(const ClassState&
             continue;
         // Read after the configs: a class added in between shows its first counts, one deleted
         // shows zeros, never another class's.
-        const uint32_t with_entry =
-            read_map_range(classes_.get(), first, n, sizeof(shaper_class), entries.data(), "the class entries");
         std::fill(sums.begin(), sums.begin() + n, ClassCounters{});
         for (uint32_t cpu = 0; cpu < cpus_; cpu++) {
-            const uint32_t m = read_map_range(stats_.get(), cpu * max_classes_ + first, n, sizeof(shaper_class_stats),
-                                              one_cpu.data(), "the class counters");
-            for (uint32_t i = 0; i < m; i++)
-                add_counters(sums[i], one_cpu[i]);
+            const uint64_t base = uint64_t(cpu) * max_classes_ + first;
+            const MappedArray<shaper_class_stats> counters(stats_.get(), base, n, "the class counters");
+            for (uint32_t i = 0; i < n; i++)
+                if (present(first + i, i))
+                    add_counters(sums[i], counters[base + i]);
         }
+        const MappedArray<shaper_class> entries(classes_.get(), first, n, "the class entries");
         for (uint32_t i = 0; i < n; i++)
             if (present(first + i, i))
-                each({first + i, configs[i], sums[i], i < with_entry ? entries[i].tat_ns : 0});
+                each({first + i, configs[i], sums[i], mapped_load(entries[first + i].tat_ns)});
     }
 }
 
