@@ -19,29 +19,25 @@
 namespace shaperctl {
 namespace {
 
-// Every managed side of this namespace, each class written out as it is read.
 std::string scrape()
 {
-    MetricsWriter metrics;
+    std::vector<DeviceStatus> devices;
+    std::vector<DownDevice> down;
     const uint64_t here = current_netns();
-    const std::vector<ManagedDevice> managed = Shaper::list();
-    for (const ManagedDevice& m : managed)
-        if (m.netns == here && !m.present)  // reachable by name only from its own namespace
-            metrics.down({m.name, m.direction});
-    for (const ManagedDevice& m : managed) {
-        if (m.netns != here || !m.present)
+    for (const ManagedDevice& m : Shaper::list()) {
+        if (m.netns != here)
+            continue;  // reachable by name only from its own namespace
+        if (!m.present) {
+            down.push_back({m.name, m.direction});
             continue;
-        const std::vector<size_t> mark = metrics.mark();
+        }
         try {
-            Shaper::open_unlocked(m.name, m.direction)
-                .status(std::chrono::nanoseconds(0), [&](const DeviceStatus& st) { metrics.device(st); },
-                        [&](const ClassStatus& c) { metrics.add(c); });
+            devices.push_back(Shaper::open_unlocked(m.name, m.direction).status(std::chrono::nanoseconds(0)));
         } catch (const Error&) {
-            metrics.take_back(mark);  // detached under our feet, say
-            metrics.down({m.name, m.direction});
+            down.push_back({m.name, m.direction});  // detached under our feet, say
         }
     }
-    return metrics.text();
+    return metrics_text(devices, down);
 }
 
 }  // namespace
