@@ -96,7 +96,7 @@ TEST_F(StatusStream, ManyClassesAcrossBatchesWithEveryCpusCounters)
     const shaperctl::Fd rule_stats = pinned("shaper_rule_stats");
     const int possible = libbpf_num_possible_cpus();
     for (uint32_t slot = 0; slot < 300; slot++) {
-        std::vector<shaper_rule_stats> per_cpu(size_t(possible));
+        std::vector<shaper_rule_stats> per_cpu(static_cast<size_t>(possible));
         for (int cpu = 0; cpu < possible; cpu++)
             per_cpu[size_t(cpu)] = {slot + 1 + 1000ull * uint64_t(cpu), 64ull * (slot + 1)};
         ASSERT_EQ(bpf_map_update_elem(rule_stats.get(), &slot, per_cpu.data(), BPF_ANY), 0);
