@@ -106,7 +106,7 @@ ShaperMaps ShaperMaps::open_pinned(const std::string& pin_dir)
     maps.tuples_ = open_pin(pin_dir + "/shaper_tuples");
     maps.rule_index_ = open_pin(pin_dir + "/shaper_rule_index");
     maps.port_segs_ = open_pin(pin_dir + "/shaper_port_segs");
-    maps.map_class_arrays();
+    maps.read_dimensions();
     return maps;
 }
 
@@ -123,11 +123,11 @@ ShaperMaps ShaperMaps::of(const Program& program)
     maps.tuples_ = Fd(dup(program.map_fd("shaper_tuples")));
     maps.rule_index_ = Fd(dup(program.map_fd("shaper_rule_index")));
     maps.port_segs_ = Fd(dup(program.map_fd("shaper_port_segs")));
-    maps.map_class_arrays();
+    maps.read_dimensions();
     return maps;
 }
 
-void ShaperMaps::map_class_arrays()
+void ShaperMaps::read_dimensions()
 {
     max_classes_ = max_entries(config_.get());
     cpus_ = max_classes_ ? max_entries(stats_.get()) / max_classes_ : 0;

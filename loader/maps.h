@@ -92,9 +92,10 @@ private:
     ShaperMaps() = default;
     // The datapath's copy of a config in the class's entry (flags last, or first when it goes).
     void write_entry_config(uint32_t id, const shaper_class_config& config) const;
-    void map_class_arrays();
-    // The class entries and counters, mapped on first use: a reader that only copies (status)
-    // never maps them, so their pages never count as its memory.
+    void read_dimensions();  // max_classes_, cpus_
+    // The class entries and counters, mapped whole on first use (not from two threads at once):
+    // status, which maps a chunk at a time, never maps them whole, so their pages (all mapped
+    // at mmap(), 12 MB per CPU at 131,072 classes) never count as its memory.
     const MappedArray<shaper_class>& entries() const;
     const MappedArray<shaper_class_stats>& counter_slots() const;
     void zero_counters(uint32_t id) const;
