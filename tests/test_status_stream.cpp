@@ -1,5 +1,5 @@
-// status and the exporter read the classes a batch at a time and write each one out as it is
-// read: the values must be those in the maps (counters summed over every CPU's slot, across the
+// status reads the classes a chunk of ids at a time and writes each one out as it is read (the
+// exporter reads the same way): the values must be those in the maps (counters summed over every CPU's slot, across the
 // class map's batch boundaries), the same as the whole-status path prints, and a class added,
 // deleted or added again while status reads must never make it crash or print garbage.
 
