@@ -304,15 +304,7 @@ CLI_ADD_US=$(((t1 - t0) / 20000))
 # and 10,000 rules of four kinds (dst /32, tcp dport, src /24, fwmark). From scratch (attach
 # included), then the same file again (nothing to change); STATUS_RUNS of each, median.
 APPLY_RULES=10000
-jq -n --argjson n "$CLASSES" --argjson r "$APPLY_RULES" --argjson max "$MAX_CLASSES" '
-  {version: 1, devices: [{device: "vA", mode: "police", max_classes: $max, default_class: 1001,
-    classes: ([range(1; 1001) | {id: ., rate: "1gbit"}] +
-              [range(1001; $n + 1) | {id: ., rate: "\(. % 97 + 1)mbit", parent: (. % 1000 + 1)}]),
-    rules: [range(0; $r) | {pref: (. + 1), class: (1001 + (. * 7) % ($n - 1000))} +
-      (if . % 4 == 0 then {dst: "10.\(. / 65536 | floor % 256).\(. / 256 | floor % 256).\(. % 256)/32"}
-       elif . % 4 == 1 then {proto: "tcp", dport: "\(1000 + .)"}
-       elif . % 4 == 2 then {src: "11.\(. / 256 | floor % 256).\(. % 256).0/24"}
-       else {mark: "\(. + 1)"} end)]}]}' >"$TMP/fleet.json"
+"$ROOT/bench/fleet-config.sh" vA "$CLASSES" "$APPLY_RULES" "$MAX_CLASSES" >"$TMP/fleet.json"
 : >"$TMP/apply_times"
 for ((i = 0; i < STATUS_RUNS; i++)); do
   /usr/bin/time -f '%e' -o "$TMP/time" "$SHAPERCTL" -n "$SRC_NS" apply -f "$TMP/fleet.json" >"$TMP/apply.out"

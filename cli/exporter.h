@@ -5,20 +5,10 @@
 #include <string>
 #include <vector>
 
+#include "exporter_metrics.h"
 #include "loader/shaper.h"
 
 namespace shaperctl {
-
-// A managed side that is gone or could not be read (shaperctl_device_up 0).
-struct DownDevice {
-    std::string name;
-    Direction direction = Direction::Egress;
-};
-
-// Prometheus text exposition (format 0.0.4) of the devices' status. An ingress side's series
-// carry direction="ingress" beside the device; egress series have no direction label, as
-// before ingress existed, so they stay the same series.
-std::string metrics_text(const std::vector<DeviceStatus>& devices, const std::vector<DownDevice>& down);
 
 // "127.0.0.1:9464", "[::1]:9464", ":9464" (every address) into host and port; Error otherwise.
 std::pair<std::string, int> parse_listen(const std::string& listen);

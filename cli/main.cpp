@@ -142,8 +142,7 @@ Run status(CLI::App* cmd, Common& c)
             return 0;
         }
         const auto interval = std::chrono::nanoseconds(o->sample == "0" ? 0 : parse_time(o->sample));
-        const DeviceStatus st = Shaper::open_unlocked(c.dev, c.side()).status(interval);
-        print_as(c.json, [&] { return status_json_text(st); }, [&] { return status_table(st); });
+        print_status(Shaper::open_unlocked(c.dev, c.side()), interval, c.json, std::cout);
         return 0;
     };
 }

@@ -2,19 +2,21 @@
 // the aligned tables people read.
 #pragma once
 
+#include <chrono>
 #include <nlohmann/json.hpp>
+#include <ostream>
 #include <string>
 #include <vector>
 
 #include "loader/doctor.h"
 #include "loader/shaper.h"
+#include "status_json.h"
+#include "status_table.h"
 
 namespace shaperctl {
 
-nlohmann::ordered_json status_json(const DeviceStatus& status);
-// status_json(status).dump(2), without building a JSON value per class (100,000 classes).
-std::string status_json_text(const DeviceStatus& status);
-std::string status_table(const DeviceStatus& status);
+// `status`: a device's status as JSON (--json) or tables, written to `out` as the classes are read.
+void print_status(const Shaper& shaper, std::chrono::nanoseconds sample, bool json, std::ostream& out);
 
 nlohmann::ordered_json list_json(const std::vector<ManagedDevice>& devices);
 std::string list_table(const std::vector<ManagedDevice>& devices);

@@ -51,23 +51,4 @@ inline void update(int fd, uint32_t key, const void* value, const char* what)
                                   errno));
 }
 
-// A whole array map in one batched read instead of a syscall per entry; the entries `keep` wants.
-template <typename Value, typename Keep>
-std::vector<std::pair<uint32_t, Value>> read_array(int fd, uint32_t entries, const char* what,
-                                                   Keep keep)
-{
-    std::vector<uint32_t> keys(entries);
-    std::vector<Value> values(entries);
-    uint32_t count = entries, out_batch = 0;
-    LIBBPF_OPTS(bpf_map_batch_opts, opts);
-    if (bpf_map_lookup_batch(fd, nullptr, &out_batch, keys.data(), values.data(), &count, &opts) &&
-        errno != ENOENT)
-        throw Error(errno_message(std::string("cannot read ") + what, errno));
-    std::vector<std::pair<uint32_t, Value>> kept;
-    for (uint32_t i = 0; i < count; i++)
-        if (keep(keys[i], values[i]))
-            kept.push_back({keys[i], values[i]});
-    return kept;
-}
-
 }  // namespace shaperctl

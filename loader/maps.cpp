@@ -11,6 +11,7 @@
 #include <cerrno>
 
 #include "loader/error.h"
+#include "loader/map_batch.h"
 #include "loader/map_io.h"
 #include "loader/program.h"
 
@@ -58,7 +59,7 @@ ShaperMaps ShaperMaps::open_pinned(const std::string& pin_dir)
     maps.tuples_ = open_pin(pin_dir + "/shaper_tuples");
     maps.rule_index_ = open_pin(pin_dir + "/shaper_rule_index");
     maps.port_segs_ = open_pin(pin_dir + "/shaper_port_segs");
-    maps.map_class_arrays();
+    maps.read_dimensions();
     return maps;
 }
 
@@ -75,17 +76,29 @@ ShaperMaps ShaperMaps::of(const Program& program)
     maps.tuples_ = Fd(dup(program.map_fd("shaper_tuples")));
     maps.rule_index_ = Fd(dup(program.map_fd("shaper_rule_index")));
     maps.port_segs_ = Fd(dup(program.map_fd("shaper_port_segs")));
-    maps.map_class_arrays();
+    maps.read_dimensions();
     return maps;
 }
 
-void ShaperMaps::map_class_arrays()
+void ShaperMaps::read_dimensions()
 {
     max_classes_ = max_entries(config_.get());
     cpus_ = max_classes_ ? max_entries(stats_.get()) / max_classes_ : 0;
-    entries_ = MappedArray<shaper_class>(classes_.get(), max_classes_, "the class entries");
-    counters_ = MappedArray<shaper_class_stats>(stats_.get(), uint64_t(cpus_) * max_classes_,
-                                                "the class counters");
+}
+
+const MappedArray<shaper_class>& ShaperMaps::entries() const
+{
+    if (!entries_.mapped())
+        entries_ = MappedArray<shaper_class>(classes_.get(), max_classes_, "the class entries");
+    return entries_;
+}
+
+const MappedArray<shaper_class_stats>& ShaperMaps::counter_slots() const
+{
+    if (!counters_.mapped())
+        counters_ = MappedArray<shaper_class_stats>(stats_.get(), uint64_t(cpus_) * max_classes_,
+                                                    "the class counters");
+    return counters_;
 }
 
 shaper_settings ShaperMaps::settings() const
@@ -122,7 +135,7 @@ void ShaperMaps::write_entry_config(uint32_t id, const shaper_class_config& conf
     if (id >= max_classes_)
         throw Error("class id " + std::to_string(id) + " is beyond the map's " +
                     std::to_string(max_classes_) + " entries");
-    shaper_class& e = entries_[id];
+    shaper_class& e = entries()[id];
     // A class going away stops being used before anything else changes; one appearing is used
     // only once all of it is written.
     if (!(config.flags & SHAPER_CLASS_PRESENT))
@@ -147,7 +160,7 @@ void ShaperMaps::change_class(uint32_t id, const shaper_class_config& config) co
     // Before the new rate is written: packets charged in between pay the old rate on the
     // rescaled clock, more than the new one asks, never less.
     if (old && config.rate_bps > old->rate_bps) {
-        shaper_class& e = entries_[id];
+        shaper_class& e = entries()[id];
         rescale_ahead(&e.tat_ns, old->rate_bps, config.rate_bps);
         // The fair-share epoch counts class time from this mark: it moves with the clock.
         rescale_ahead(&e.fair_epoch_tat_ns, old->rate_bps, config.rate_bps);
@@ -218,10 +231,13 @@ std::vector<uint32_t> ShaperMaps::class_ids() const
 
 std::vector<std::pair<uint32_t, shaper_class_config>> ShaperMaps::class_configs() const
 {
-    return read_array<shaper_class_config>(config_.get(), max_classes_, "the class map",
-                                           [](uint32_t id, const shaper_class_config& c) {
-                                               return id != 0 && (c.flags & SHAPER_CLASS_PRESENT);
-                                           });
+    std::vector<std::pair<uint32_t, shaper_class_config>> configs;
+    for_each_entry<shaper_class_config>(config_.get(), max_classes_, "the class map",
+                                        [&](uint32_t id, const shaper_class_config& c) {
+                                            if (id != 0 && (c.flags & SHAPER_CLASS_PRESENT))
+                                                configs.push_back({id, c});
+                                        });
+    return configs;
 }
 
 namespace {
@@ -250,12 +266,17 @@ void for_each_counter(Stats& map, ClassCounters& ours, F fn)
 
 }  // namespace
 
+void add_counters(ClassCounters& sum, const shaper_class_stats& one)
+{
+    for_each_counter(one, sum, [](const auto& counter, uint64_t& total) { total += mapped_load(counter); });
+}
+
 ClassClock ShaperMaps::clock(uint32_t id) const
 {
     if (id >= max_classes_)
         throw Error("cannot read class clock " + std::to_string(id) + ": beyond the map");
     ClassClock c;
-    for_each_clock_field(entries_[id], c, [](const auto& field, auto& out) { out = mapped_load(field); });
+    for_each_clock_field(entries()[id], c, [](const auto& field, auto& out) { out = mapped_load(field); });
     return c;
 }
 
@@ -264,7 +285,7 @@ void ShaperMaps::write_clock(uint32_t id, const ClassClock& clock) const
     if (id >= max_classes_)
         throw Error("cannot write class clock " + std::to_string(id) + ": beyond the map");
     ClassClock c = clock;
-    for_each_clock_field(entries_[id], c, [](auto& field, auto value) { mapped_store(field, value); });
+    for_each_clock_field(entries()[id], c, [](auto& field, auto value) { mapped_store(field, value); });
 }
 
 ClassCounters ShaperMaps::counters(uint32_t id) const
@@ -273,8 +294,7 @@ ClassCounters ShaperMaps::counters(uint32_t id) const
         throw Error("cannot read class counters " + std::to_string(id) + ": beyond the map");
     ClassCounters sum;
     for (uint32_t cpu = 0; cpu < cpus_; cpu++)
-        for_each_counter(counters_[uint64_t(cpu) * max_classes_ + id], sum,
-                         [](const auto& counter, uint64_t& total) { total += mapped_load(counter); });
+        add_counters(sum, counter_slots()[uint64_t(cpu) * max_classes_ + id]);
     return sum;
 }
 
@@ -282,7 +302,7 @@ void ShaperMaps::zero_counters(uint32_t id) const
 {
     ClassCounters unused;
     for (uint32_t cpu = 0; cpu < cpus_; cpu++)
-        for_each_counter(counters_[uint64_t(cpu) * max_classes_ + id], unused,
+        for_each_counter(counter_slots()[uint64_t(cpu) * max_classes_ + id], unused,
                          [](auto& counter, uint64_t&) { mapped_store(counter, 0); });
 }
 

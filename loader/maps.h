@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -33,6 +34,17 @@ struct ClassClock {
     uint64_t fair_epoch_len_ns = 0;
 };
 
+// Adds one CPU's counters of a class to `sum`.
+void add_counters(ClassCounters& sum, const shaper_class_stats& one);
+
+// A configured class as status reads it.
+struct ClassState {
+    uint32_t id = 0;
+    shaper_class_config config{};
+    ClassCounters counters;  // summed over CPUs
+    uint64_t tat_ns = 0;     // the class clock
+};
+
 class ShaperMaps {
 public:
     static ShaperMaps open_pinned(const std::string& pin_dir);  // Error when missing
@@ -55,7 +67,7 @@ public:
     // writes (a few syscalls per 4,096 classes instead of four per class).
     void add_classes(const std::vector<std::pair<uint32_t, shaper_class_config>>& classes) const;
     std::vector<uint32_t> class_ids() const;  // configured classes, ascending
-    std::vector<std::pair<uint32_t, shaper_class_config>> class_configs() const;  // one batch read
+    std::vector<std::pair<uint32_t, shaper_class_config>> class_configs() const;  // batched reads
 
     ClassClock clock(uint32_t id) const;
     void write_clock(uint32_t id, const ClassClock& clock) const;
@@ -63,10 +75,16 @@ public:
     // Summed over CPUs. Id 0 holds the unclassified packets.
     ClassCounters counters(uint32_t id) const;
 
+    // Every configured class with its counters and clock, in id order, copied by batched reads
+    // a chunk of ids at a time, without mapping the maps (map_batch.h): what status reads.
+    void for_each_class_state(const std::function<void(const ClassState&)>& each) const;
+    ClassCounters unclassified() const;  // counters(0), read the same way
+
     // Rules as stored, by slot (free slots, pref 0, left out).
     std::vector<std::pair<uint32_t, shaper_rule>> rules() const;
     void write_rule(uint32_t slot, const shaper_rule& rule) const;  // counters zeroed first
     shaper_rule_stats rule_counters(uint32_t slot) const;
+    std::vector<shaper_rule_stats> all_rule_counters() const;  // by slot, in batched reads
     // Replaces generation `gen` of the compiled rule maps (the datapath reads the other one).
     void install_rules(const CompiledRules& compiled, uint32_t gen) const;
 
@@ -74,14 +92,19 @@ private:
     ShaperMaps() = default;
     // The datapath's copy of a config in the class's entry (flags last, or first when it goes).
     void write_entry_config(uint32_t id, const shaper_class_config& config) const;
-    void map_class_arrays();
+    void read_dimensions();  // max_classes_, cpus_
+    // The class entries and counters, mapped whole on first use (not from two threads at once):
+    // status, which maps a chunk at a time, never maps them whole, so their pages (all mapped
+    // at mmap(), 12 MB per CPU at 131,072 classes) never count as its memory.
+    const MappedArray<shaper_class>& entries() const;
+    const MappedArray<shaper_class_stats>& counter_slots() const;
     void zero_counters(uint32_t id) const;
 
     Fd settings_, config_, classes_, stats_, aqm_;
     Fd rules_, rule_stats_, tuples_, rule_index_, port_segs_;
     uint32_t max_classes_ = 0, cpus_ = 0;
-    MappedArray<shaper_class> entries_;
-    MappedArray<shaper_class_stats> counters_;  // cpu * max_classes_ + id
+    mutable MappedArray<shaper_class> entries_;
+    mutable MappedArray<shaper_class_stats> counters_;  // cpu * max_classes_ + id
 };
 
 }  // namespace shaperctl

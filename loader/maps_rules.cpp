@@ -4,16 +4,35 @@
 #include <bpf/libbpf.h>
 
 #include "loader/error.h"
+#include "loader/map_batch.h"
 #include "loader/map_io.h"
 #include "loader/maps.h"
 #include "loader/rules.h"
 
 namespace shaperctl {
+namespace {
+
+// One rule's counters, summed over the CPUs' values (16 bytes each: no padding between them).
+shaper_rule_stats sum_over_cpus(const shaper_rule_stats* per_cpu, uint32_t cpus)
+{
+    shaper_rule_stats sum{};
+    for (uint32_t cpu = 0; cpu < cpus; cpu++) {
+        sum.packets += per_cpu[cpu].packets;
+        sum.bytes += per_cpu[cpu].bytes;
+    }
+    return sum;
+}
+
+}  // namespace
 
 std::vector<std::pair<uint32_t, shaper_rule>> ShaperMaps::rules() const
 {
-    return read_array<shaper_rule>(rules_.get(), SHAPER_MAX_RULES, "the rules",
-                                   [](uint32_t, const shaper_rule& r) { return r.pref != 0; });
+    std::vector<std::pair<uint32_t, shaper_rule>> rules;
+    for_each_entry<shaper_rule>(rules_.get(), SHAPER_MAX_RULES, "the rules", [&](uint32_t slot, const shaper_rule& r) {
+        if (r.pref != 0)
+            rules.push_back({slot, r});
+    });
+    return rules;
 }
 
 void ShaperMaps::write_rule(uint32_t slot, const shaper_rule& rule) const
@@ -27,12 +46,19 @@ shaper_rule_stats ShaperMaps::rule_counters(uint32_t slot) const
 {
     std::vector<shaper_rule_stats> per_cpu(libbpf_num_possible_cpus());
     lookup(rule_stats_.get(), slot, per_cpu.data(), "rule counters");
-    shaper_rule_stats sum{};
-    for (const auto& s : per_cpu) {
-        sum.packets += s.packets;
-        sum.bytes += s.bytes;
-    }
-    return sum;
+    return sum_over_cpus(per_cpu.data(), uint32_t(per_cpu.size()));
+}
+
+std::vector<shaper_rule_stats> ShaperMaps::all_rule_counters() const
+{
+    const uint32_t cpus = uint32_t(libbpf_num_possible_cpus());
+    std::vector<shaper_rule_stats> per_cpu(uint64_t(SHAPER_MAX_RULES) * cpus);  // 16 bytes: no padding
+    const uint32_t n = read_map_range(rule_stats_.get(), 0, SHAPER_MAX_RULES, per_cpu_value_bytes(sizeof(shaper_rule_stats)),
+                                      per_cpu.data(), "rule counters");
+    std::vector<shaper_rule_stats> sums(SHAPER_MAX_RULES);
+    for (uint32_t slot = 0; slot < n; slot++)
+        sums[slot] = sum_over_cpus(per_cpu.data() + uint64_t(slot) * cpus, cpus);
+    return sums;
 }
 
 void ShaperMaps::install_rules(const CompiledRules& compiled, uint32_t gen) const

@@ -118,6 +118,11 @@ public:
     std::vector<RuleStatus> rules() const;
     // Counters are read twice, `sample` apart, for the rate estimate.
     DeviceStatus status(std::chrono::nanoseconds sample) const;
+    // The same as it is read, for printing 100,000 classes without holding them: `head` first
+    // (classes empty, rules in), then `each_class` for every class in id order, read a batch of
+    // the class map at a time.
+    void status(std::chrono::nanoseconds sample, const std::function<void(const DeviceStatus&)>& head,
+                const std::function<void(const ClassStatus&)>& each_class) const;
 
     // The whole configuration, as apply and dump see it (max_classes: the maps' capacity).
     AttachOptions attach_options() const;

@@ -246,8 +246,9 @@ void Shaper::del_rule(uint32_t pref) const
 std::vector<RuleStatus> Shaper::rules() const
 {
     std::vector<RuleStatus> out;
+    const std::vector<shaper_rule_stats> counters = maps_.all_rule_counters();
     for (const auto& [slot, rule] : maps_.rules())
-        out.push_back({slot, rule_spec_of(rule), maps_.rule_counters(slot)});
+        out.push_back({slot, rule_spec_of(rule), counters.at(slot)});
     std::sort(out.begin(), out.end(),
               [](const RuleStatus& a, const RuleStatus& b) { return a.rule.pref < b.rule.pref; });
     return out;

@@ -8,7 +8,8 @@
 // Shaper's status: what runs on the device and every class's and rule's counters.
 namespace shaperctl {
 
-DeviceStatus Shaper::status(std::chrono::nanoseconds sample) const
+void Shaper::status(std::chrono::nanoseconds sample, const std::function<void(const DeviceStatus&)>& head,
+                    const std::function<void(const ClassStatus&)>& each_class) const
 {
     DeviceStatus st;
     st.device = device_;
@@ -25,32 +26,41 @@ DeviceStatus Shaper::status(std::chrono::nanoseconds sample) const
         st.pacing = inspect_pacing(device_.ifindex);
     }
 
-    const auto configs = maps_.class_configs();
-    std::vector<ClassCounters> first;
-    if (sample.count() > 0) {  // the rate estimate's first reading; nothing to compare without one
-        first.reserve(configs.size());
-        for (const auto& [id, config] : configs)
-            first.push_back(maps_.counters(id));
+    // The rate estimate's first reading, by id (8 bytes a slot; nothing to compare without one).
+    // A class added while we sleep started from zero.
+    std::vector<uint64_t> first_bytes;
+    if (sample.count() > 0) {
+        first_bytes.resize(st.max_classes);
+        maps_.for_each_class_state([&](const ClassState& c) { first_bytes[c.id] = c.counters.bytes; });
     }
     const uint64_t t0 = monotonic_ns();
     if (sample.count() > 0)
         std::this_thread::sleep_for(sample);
-    st.unclassified = maps_.counters(0);
+    st.unclassified = maps_.unclassified();
     const uint64_t now = monotonic_ns();
     st.sample_ns = sample.count() > 0 ? now - t0 : 0;
-    for (size_t i = 0; i < configs.size(); i++) {
-        const uint32_t id = configs[i].first;
-        ClassStatus cs;
-        cs.spec = class_spec_from_config(id, configs[i].second);
-        cs.counters = maps_.counters(id);
-        const uint64_t tat = maps_.clock(id).tat_ns;
-        cs.backlog_ns = tat > now ? int64_t(tat - now) : 0;
-        if (st.sample_ns)
-            cs.rate_estimate_bps = uint64_t((unsigned __int128)(cs.counters.bytes - first[i].bytes) *
-                                            8 * 1'000'000'000ull / st.sample_ns);
-        st.classes.push_back(cs);
-    }
     st.rules = rules();
+    head(st);
+
+    ClassStatus cs;
+    maps_.for_each_class_state([&](const ClassState& c) {
+        cs.spec = class_spec_from_config(c.id, c.config);
+        cs.counters = c.counters;
+        cs.backlog_ns = c.tat_ns > now ? int64_t(c.tat_ns - now) : 0;
+        // A class deleted and added again while we slept counts from zero: no rate, not a wrap.
+        const uint64_t first = st.sample_ns ? first_bytes[c.id] : 0;
+        const uint64_t charged = c.counters.bytes >= first ? c.counters.bytes - first : 0;
+        cs.rate_estimate_bps =
+            st.sample_ns ? uint64_t((unsigned __int128)charged * 8 * 1'000'000'000ull / st.sample_ns) : 0;
+        each_class(cs);
+    });
+}
+
+DeviceStatus Shaper::status(std::chrono::nanoseconds sample) const
+{
+    DeviceStatus st;
+    status(sample, [&](const DeviceStatus& head) { st = head; },
+           [&](const ClassStatus& c) { st.classes.push_back(c); });
     return st;
 }
 

@@ -1,0 +1,75 @@
+#include "status_table.h"
+
+#include "loader/egress_hook.h"
+#include "loader/mode.h"
+#include "loader/rule_spec.h"
+#include "units.h"
+
+namespace shaperctl {
+namespace {
+
+std::string qdisc_summary(const DeviceStatus& st)
+{
+    if (!st.present)
+        return "device gone";
+    std::string out = "root " + (st.pacing.root_kind.empty() ? "none" : st.pacing.root_kind) + ", fq on " +
+                      std::to_string(st.pacing.fq_queues) + "/" + std::to_string(st.pacing.queues) + " tx queues";
+    if (st.pacing.fq_horizon_ns)  // beside the class horizons, which must not exceed it
+        out += ", fq horizon " + format_time(st.pacing.fq_horizon_ns);
+    return out;
+}
+
+}  // namespace
+
+void StatusTableWriter::head(const DeviceStatus& st)
+{
+    out_ << "dev " << st.device.name << " (ifindex " << st.device.ifindex << ")  "
+         << direction_name(st.device.direction) << "  mode " << mode_name(st.mode) << "  "
+         << attach_point_name(st.hook, st.device.direction) << " prog " << st.program_id
+         << (st.program_tag.empty() ? "" : " tag " + st.program_tag) << "  " << qdisc_summary(st) << "\n";
+    out_ << "default class " << (st.default_class ? std::to_string(st.default_class) : std::string("none"))
+         << "  unclassified " << st.unclassified.packets << " pkts " << format_size(st.unclassified.bytes)
+         << "\n\n";
+    classes_.row({"class", "parent", "rate", "burst", "overhead", "mpu", "horizon", "aqm", "packets", "bytes",
+                  "drops", "marks", "backlog", "rate now"});
+    if (!st.rules.empty())
+        rules_.row({"pref", "class", "match", "packets", "bytes"});
+    for (const RuleStatus& r : st.rules)
+        rules_.row({std::to_string(r.rule.pref), std::to_string(r.rule.class_id), format_rule_match(r.rule),
+                    std::to_string(r.counters.packets), format_size(r.counters.bytes)});
+}
+
+void StatusTableWriter::add(const ClassStatus& c)
+{
+    const ClassCounters& n = c.counters;
+    classes_.row({std::to_string(c.spec.id), c.spec.parent ? std::to_string(c.spec.parent) : "-",
+                  format_rate(c.spec.rate_bps), format_size(c.spec.burst_bytes), std::to_string(c.spec.overhead),
+                  format_size(c.spec.mpu), format_time(c.spec.horizon_ns),
+                  c.spec.aqm ? "codel " + format_time(c.spec.aqm_target_ns) + (c.spec.ecn ? " ecn" : "") : "off",
+                  std::to_string(n.packets), format_size(n.bytes),
+                  std::to_string(n.drops_horizon + n.drops_aqm + n.drops_fair),
+                  std::to_string(n.ecn_marks + n.fair_marks), format_time(uint64_t(c.backlog_ns)),
+                  c.rate_estimate_bps ? format_rate(c.rate_estimate_bps) : "0"});
+}
+
+void StatusTableWriter::end()
+{
+    classes_.write(out_);
+    if (!rules_.empty()) {
+        out_ << "\n";
+        rules_.write(out_);
+    }
+}
+
+std::string status_table(const DeviceStatus& st)
+{
+    TextSink text;
+    StatusTableWriter table(text);
+    table.head(st);
+    for (const ClassStatus& c : st.classes)
+        table.add(c);
+    table.end();
+    return text.take();
+}
+
+}  // namespace shaperctl

@@ -1,0 +1,28 @@
+// `status` without --json: the device in two lines, then the classes and the rules as aligned
+// columns; written while the classes are read.
+#pragma once
+
+#include <string>
+
+#include "columns.h"
+#include "loader/shaper.h"
+#include "text_sink.h"
+
+namespace shaperctl {
+
+std::string status_table(const DeviceStatus& status);
+
+// status_table a class at a time: head() (its classes ignored), add() for each class, end().
+class StatusTableWriter {
+public:
+    explicit StatusTableWriter(TextSink& out) : out_(out) {}
+    void head(const DeviceStatus& status);
+    void add(const ClassStatus& c);
+    void end();
+
+private:
+    TextSink& out_;
+    Columns classes_, rules_;
+};
+
+}  // namespace shaperctl
