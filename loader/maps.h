@@ -43,6 +43,8 @@ struct ClassState {
     shaper_class_config config{};
     ClassCounters counters;  // summed over CPUs
     uint64_t tat_ns = 0;     // the class clock
+    uint64_t read_ns = 0;    // CLOCK_MONOTONIC when its chunk was read (a reader's rates and
+                             // backlogs count from it, not from when the reading began)
 };
 
 class ShaperMaps {

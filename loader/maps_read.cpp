@@ -34,9 +34,10 @@ void ShaperMaps::for_each_class_state(const std::function<void(const ClassState&
                     add_counters(sums[i], counters[base + i]);
         }
         const MappedArray<shaper_class> entries(classes_.get(), first, n, "the class entries");
+        const uint64_t read_ns = monotonic_ns();
         for (uint32_t i = 0; i < n; i++)
             if (present(first + i, i))
-                each({first + i, configs[i], sums[i], mapped_load(entries[first + i].tat_ns)});
+                each({first + i, configs[i], sums[i], mapped_load(entries[first + i].tat_ns), read_ns});
     }
 }
 

@@ -26,19 +26,21 @@ void Shaper::status(std::chrono::nanoseconds sample, const std::function<void(co
         st.pacing = inspect_pacing(device_.ifindex);
     }
 
-    // The rate estimate's first reading, by id (8 bytes a slot; nothing to compare without one).
-    // A class added while we sleep started from zero.
-    std::vector<uint64_t> first_bytes;
+    // The rate estimate's first reading, by id: bytes and when they were read (16 bytes a slot;
+    // nothing to compare without one). A class added while we sleep started from zero. Each
+    // class's rate is over the time between its own two readings: a chunk read late (after the
+    // rules, or after printing the classes before it) must not count its extra bytes over the
+    // nominal sample.
+    std::vector<std::pair<uint64_t, uint64_t>> first_reading;
     if (sample.count() > 0) {
-        first_bytes.resize(st.max_classes);
-        maps_.for_each_class_state([&](const ClassState& c) { first_bytes[c.id] = c.counters.bytes; });
+        first_reading.resize(st.max_classes);
+        maps_.for_each_class_state([&](const ClassState& c) { first_reading[c.id] = {c.counters.bytes, c.read_ns}; });
     }
     const uint64_t t0 = monotonic_ns();
     if (sample.count() > 0)
         std::this_thread::sleep_for(sample);
     st.unclassified = maps_.unclassified();
-    const uint64_t now = monotonic_ns();
-    st.sample_ns = sample.count() > 0 ? now - t0 : 0;
+    st.sample_ns = sample.count() > 0 ? monotonic_ns() - t0 : 0;
     st.rules = rules();
     head(st);
 
@@ -46,12 +48,15 @@ void Shaper::status(std::chrono::nanoseconds sample, const std::function<void(co
     maps_.for_each_class_state([&](const ClassState& c) {
         cs.spec = class_spec_from_config(c.id, c.config);
         cs.counters = c.counters;
-        cs.backlog_ns = c.tat_ns > now ? int64_t(c.tat_ns - now) : 0;
-        // A class deleted and added again while we slept counts from zero: no rate, not a wrap.
-        const uint64_t first = st.sample_ns ? first_bytes[c.id] : 0;
-        const uint64_t charged = c.counters.bytes >= first ? c.counters.bytes - first : 0;
-        cs.rate_estimate_bps =
-            st.sample_ns ? uint64_t((unsigned __int128)charged * 8 * 1'000'000'000ull / st.sample_ns) : 0;
+        cs.backlog_ns = c.tat_ns > c.read_ns ? int64_t(c.tat_ns - c.read_ns) : 0;
+        cs.rate_estimate_bps = 0;
+        if (st.sample_ns) {
+            const auto [first, since] = first_reading[c.id];
+            // A class deleted and added again while we slept counts from zero: no rate, not a wrap.
+            const uint64_t charged = c.counters.bytes >= first ? c.counters.bytes - first : 0;
+            const uint64_t elapsed = since && c.read_ns > since ? c.read_ns - since : st.sample_ns;
+            cs.rate_estimate_bps = uint64_t((unsigned __int128)charged * 8 * 1'000'000'000ull / elapsed);
+        }
         each_class(cs);
     });
 }
