@@ -91,7 +91,7 @@ if [ -z "${SHAPERCTL_VM:-}" ]; then
   {
     echo "# Pod bandwidth through CNI: the reference bandwidth plugin and shaperctl-cni"
     echo
-    jq -r '"Run \(.date), commit \(.commit), \(.plugins_package), guest kernel \(.vm.kernel // "?") under qemu TCG (2 vCPUs), host load \(.host_load_before) → \(.host_load_after) (taken under load: the 2-core host is shared), \(.wall_seconds) s wall, every row run once. Command: `\(.command)`."' "$out/cni.json"
+    jq -r '"Run \(.date), commit \(.commit), \(.plugins_package), guest kernel \(.vm.kernel // "?") under qemu TCG (2 vCPUs), host load \(.host_load_before) → \(.host_load_after) (\(if ((.host_load_before | split(" ")[0] | tonumber) > 2) then "taken under load: the 2-core host is shared" else "a quiet host" end)), \(.wall_seconds) s wall, every row run once. Command: `\(.command)`."' "$out/cni.json"
     echo
     jq -r '
       def f(d): if . == null then "–" else (. * pow(10; d) | round / pow(10; d) | tostring) end;
