@@ -84,8 +84,8 @@ void attach_side(const HostDevice& host, Direction side)
         options.mode = Shaper::open_unlocked(host.name, side).attach_options().mode;  // ADD again
     try {
         Shaper::attach(host.name, options);
-    } catch (const Error& e) {
-        if (side != Direction::Egress || std::string(e.what()).find("the kernel has no sch_fq") == std::string::npos)
+    } catch (const QdiscUnavailable&) {
+        if (side != Direction::Egress)
             throw;
         options.mode = SHAPER_MODE_POLICE;
         Shaper::attach(host.name, options);

@@ -296,10 +296,10 @@ std::vector<Finding> run_doctor(const std::string& netns)
         try {
             detail::in_scratch_netns([] { install_fq(static_cast<int>(if_nametoindex("lo")), FqOptions{}); });
             fq_ok = true;
+        } catch (const QdiscUnavailable&) {
+            fq_error = "the kernel has no sch_fq";
         } catch (const Error& e) {
             fq_error = e.what();
-            if (fq_error.find("the kernel has no sch_fq") != std::string::npos)
-                fq_error = "the kernel has no sch_fq";
         }
         bool edt_here = false;
         for (const ManagedDevice& m : Shaper::list())

@@ -180,6 +180,13 @@ std::string leaf_failure(const Link& link, std::string_view kind, const Reply& r
     return text;
 }
 
+[[noreturn]] void throw_leaf_failure(const Reply& reply, const std::string& text)
+{
+    if (reply.err == ENOENT)
+        throw QdiscUnavailable(text);
+    throw Error(text);
+}
+
 void install(int ifindex, std::string_view kind, std::span<const uint8_t> options)
 {
     RouteSocket sock;
@@ -189,7 +196,7 @@ void install(int ifindex, std::string_view kind, std::span<const uint8_t> option
         // One request: the kernel either grafts the new root or leaves the old one.
         Reply reply = replace_qdisc(sock, link, TC_H_ROOT, kOurHandle, kind, options);
         if (reply.err)
-            throw Error(leaf_failure(link, kind, reply, ""));
+            throw_leaf_failure(reply, leaf_failure(link, kind, reply, ""));
         return;
     }
 
@@ -212,7 +219,7 @@ void install(int ifindex, std::string_view kind, std::span<const uint8_t> option
         } catch (const Error& e) {
             text += "; restoring the prior root failed too: " + std::string(e.what());
         }
-        throw Error(text);
+        throw_leaf_failure(reply, text);
     }
 }
 

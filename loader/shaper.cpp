@@ -27,6 +27,7 @@ namespace {
 
 constexpr const char* kProgPin = "shaper_egress";
 constexpr const char* kLockFile = "lock";
+constexpr const char* kPoliceInstead = " (attach --mode police shapes by dropping instead)";
 
 // Undo steps of a multi-step change, run in reverse unless the change completes.
 class Rollback {
@@ -265,8 +266,10 @@ AttachResult Shaper::attach(const std::string& dev, const AttachOptions& options
         record.prior_root = root_qdisc(device.ifindex);
         try {
             install_fq(device.ifindex, options.fq);
+        } catch (const QdiscUnavailable& e) {
+            throw QdiscUnavailable(std::string(e.what()) + kPoliceInstead);
         } catch (const Error& e) {
-            throw Error(std::string(e.what()) + " (attach --mode police shapes by dropping instead)");
+            throw Error(std::string(e.what()) + kPoliceInstead);
         }
         record.installed_fq = true;
         rollback.add([&] { restore_root(device.ifindex, record.prior_root); });
