@@ -695,8 +695,9 @@ TEST(ExporterText, BothSidesOfADeviceAreDistinctSeries)
     std::set<std::string> series;
     std::istringstream lines(text);
     for (std::string line; std::getline(lines, line);)
-        if (!line.empty() && line[0] != '#')
+        if (!line.empty() && line[0] != '#') {
             EXPECT_TRUE(series.insert(line.substr(0, line.rfind(' '))).second) << "repeated: " << line;
+        }
     EXPECT_TRUE(series.count(R"(shaperctl_class_packets_total{device="eth0",class="1"})")) << text;
     EXPECT_TRUE(series.count(R"(shaperctl_class_packets_total{device="eth0",direction="ingress",class="1"})"));
     EXPECT_TRUE(series.count(R"(shaperctl_class_drops_total{device="eth0",direction="ingress",class="1",cause="aqm"})"));
