@@ -19,7 +19,10 @@ fi
 bash scripts/install-deps.sh
 
 start=$SECONDS
-cmake -S . -B build-asan -DSHAPERCTL_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+# -O1 -g1 (line tables only): what ASan's authors advise, with stack traces to the line; g++
+# compiles the instrumented tests about 3 times faster than at -O2 -g.
+cmake -S . -B build-asan -DSHAPERCTL_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" >/dev/null
 # A failed make fails the script (pipefail); only grep's finding nothing to show is ignored.
 make -C build-asan -j"$(nproc)" --no-print-directory 2>&1 \
   | { grep -Ev '^\[|^make|Built target|Consolidate compiler' || true; }
