@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <memory>
 
 #include "exporter_http.h"
 #include "exporter_privileges.h"
@@ -19,9 +20,11 @@
 namespace shaperctl {
 namespace {
 
-std::string scrape()
+// Reads every device of this namespace now; the text is written from what was read as the
+// client takes it.
+std::shared_ptr<MetricsWriter> scrape()
 {
-    std::vector<DeviceStatus> devices;
+    std::vector<DeviceSamples> devices;
     std::vector<DownDevice> down;
     const uint64_t here = current_netns();
     for (const ManagedDevice& m : Shaper::list()) {
@@ -32,12 +35,20 @@ std::string scrape()
             continue;
         }
         try {
-            devices.push_back(Shaper::open_unlocked(m.name, m.direction).status(std::chrono::nanoseconds(0)));
+            DeviceSamples d;
+            Shaper::open_unlocked(m.name, m.direction)
+                .status(std::chrono::nanoseconds(0),
+                        [&](const DeviceStatus& st) {
+                            d.status = st;
+                            d.classes.reserve(st.max_classes);  // address space: only what is written is resident
+                        },
+                        [&](const ClassStatus& c) { d.classes.push_back(ClassSample::of(c)); });
+            devices.push_back(std::move(d));
         } catch (const Error&) {
             down.push_back({m.name, m.direction});  // detached under our feet, say
         }
     }
-    return metrics_text(devices, down);
+    return std::make_shared<MetricsWriter>(std::move(devices), std::move(down));
 }
 
 }  // namespace
@@ -89,7 +100,9 @@ HttpResponse answer(const std::string& path)
 {
     if (path == "/metrics") {
         try {
-            return {200, "text/plain; version=0.0.4; charset=utf-8", scrape()};
+            std::shared_ptr<MetricsWriter> text = scrape();
+            return {200, "text/plain; version=0.0.4; charset=utf-8", "",
+                    [text](std::string& out, size_t size) { return text->next(out, size); }};
         } catch (const std::exception& e) {
             return {500, "text/plain; charset=utf-8", std::string("shaperctl: ") + e.what() + "\n"};
         }

@@ -245,12 +245,15 @@ private:
                 return watch(id, c, 0);
             case Phase::Write: {
                 const Io io = http::write_some(c, reversed);
-                if (io == Io::Closed || (io == Io::Done && c.close_after))
+                if (io == Io::Closed)
                     return close(id);
                 if (io == Io::Again)
                     return watch(id, c, reversed ? EPOLLIN : EPOLLOUT);
-                c.out.clear();
-                c.sent = 0;
+                if (http::next_piece(c))
+                    continue;  // more of a streamed body
+                if (c.close_after)
+                    return close(id);
+                std::string().swap(c.out);  // an idle connection holds no piece of a scrape
                 enter(c, Phase::Idle, kIdleTimeout);
                 continue;  // a pipelined request may be in c.in already
             }
@@ -272,6 +275,7 @@ private:
         if (r.headers.count("transfer-encoding") || !(length.empty() || length == "0"))
             return respond(c, 413, "no request body accepted\n", true);
         c.close_after = r.version == "HTTP/1.0" || http::lower(r.header("connection")).find("close") != std::string::npos;
+        c.chunked = r.version != "HTTP/1.0";
         c.head_only = r.method == "HEAD";
         if (r.method != "GET" && r.method != "HEAD")
             return respond(c, 405, "GET or HEAD only\n", c.close_after);
@@ -296,7 +300,7 @@ private:
     void serve(Connection& c, const std::string& path)
     {
         HttpResponse res = handler_(path);
-        respond(c, res.status, std::move(res.body), c.close_after, res.content_type);
+        respond(c, res.status, std::move(res.body), c.close_after, res.content_type, std::move(res.stream));
     }
 
     void password_results()
@@ -319,13 +323,19 @@ private:
     }
 
     void respond(Connection& c, int status, std::string body, bool close_after,
-                 const std::string& content_type = "text/plain; charset=utf-8")
+                 const std::string& content_type = "text/plain; charset=utf-8", BodyStream stream = {})
     {
         c.close_after = close_after;
-        // The head goes in front of the body where it lies: a scrape's 90 MB are not copied.
-        const std::string head = http::response_head(status, content_type, body.size(), close_after);
-        c.out = c.head_only ? head : std::move(body.insert(0, head));
         c.sent = 0;
+        if (stream) {
+            c.out = http::streamed_response_head(status, content_type, c.chunked, close_after);
+            if (!c.head_only)
+                c.stream = std::move(stream);
+        } else {
+            // The head goes in front of the body where it lies: the body is not copied.
+            const std::string head = http::response_head(status, content_type, body.size(), close_after);
+            c.out = c.head_only ? head : std::move(body.insert(0, head));
+        }
         enter(c, Phase::Write, kWriteTimeout);
     }
 

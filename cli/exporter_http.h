@@ -4,7 +4,8 @@
 // keep-alive connections idle for 2 min are closed, and at most 512 connections are open: a new
 // one closes an old one, idle keep-alive connections first, then those still sending their
 // request (oldest first). bcrypt checks run on a second thread, so wrong passwords cannot stall
-// the loop; credentials that matched are remembered.
+// the loop; credentials that matched are remembered. A streamed body is made a piece at a time
+// as its socket drains: a connection holds one piece of it.
 #pragma once
 
 #include <signal.h>
@@ -17,10 +18,16 @@
 
 namespace shaperctl {
 
+// A body appends its next piece of about `size` bytes to `out`; false after its last piece.
+using BodyStream = std::function<bool(std::string& out, size_t size)>;
+
 struct HttpResponse {
     int status = 200;
     std::string content_type = "text/plain; charset=utf-8";
     std::string body;
+    // A body too big to hold whole instead: written a piece at a time as the client takes it,
+    // in chunks (Transfer-Encoding: chunked), or to a HTTP/1.0 client until the connection closes.
+    BodyStream stream;
 };
 
 // GET or HEAD of `path` (query string removed) -> response.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstring>
 #include <string_view>
 
 #include "loader/mode.h"
@@ -24,22 +25,6 @@ std::string escape_label(std::string_view value)
     return out;
 }
 
-// `n / 10^digits` as an exact decimal: "0.0015", "12".
-std::string decimal(uint64_t n, unsigned digits)
-{
-    uint64_t scale = 1;
-    for (unsigned i = 0; i < digits; i++)
-        scale *= 10;
-    std::string out = std::to_string(n / scale);
-    if (uint64_t frac = n % scale) {
-        std::string f = std::to_string(frac);
-        f = std::string(digits - f.size(), '0') + f;
-        f.erase(f.find_last_not_of('0') + 1);
-        out += "." + f;
-    }
-    return out;
-}
-
 std::string side_labels(const std::string& device, Direction direction)
 {
     std::string labels = "device=\"" + escape_label(device) + "\"";
@@ -48,140 +33,310 @@ std::string side_labels(const std::string& device, Direction direction)
     return labels;
 }
 
-// The samples of one family: NAME{DEVICE LABELS[,MORE]} VALUE, appended to `out`.
-struct Samples {
-    std::string& out;
-    std::string_view name;
-    std::string labels;  // the device's
+// Lines are written in place: each helper copies its part at `at` and returns where it ends.
+// The caller leaves room for a whole line (MetricsWriter's slack).
+char* put(char* at, std::string_view s)
+{
+    std::memcpy(at, s.data(), s.size());
+    return at + s.size();
+}
 
-    void put(std::string_view more, std::string_view value)
-    {
-        out.append(name).append("{").append(labels).append(more).append("} ").append(value).append("\n");
-    }
-    void put(std::string_view more, uint64_t value)
-    {
-        char digits[24];
-        put(more, std::string_view(digits, size_t(std::to_chars(digits, digits + sizeof digits, value).ptr - digits)));
-    }
-    // Each class's sample: ,class="ID"[EXTRA] and value(class).
-    template <typename Value>
-    void per_class(const DeviceStatus& st, Value value, std::string_view extra = "")
-    {
-        std::string more;
-        for (const ClassStatus& c : st.classes) {
-            more.assign(",class=\"").append(std::to_string(c.spec.id)).append("\"").append(extra);
-            put(more, value(c));
-        }
-    }
-};
+char* number(char* at, uint64_t n)
+{
+    return std::to_chars(at, at + 20, n).ptr;
+}
 
+// `n / 10^digits` as an exact decimal: "0.0015", "12".
+char* decimal(char* at, uint64_t n, unsigned digits)
+{
+    uint64_t scale = 1;
+    for (unsigned i = 0; i < digits; i++)
+        scale *= 10;
+    at = number(at, n / scale);
+    uint64_t frac = n % scale;
+    if (!frac)
+        return at;
+    *at++ = '.';
+    for (unsigned i = digits; i-- > 0; frac /= 10)
+        at[i] = char('0' + frac % 10);
+    unsigned len = digits;
+    while (at[len - 1] == '0')
+        len--;
+    return at + len;
+}
+
+// The end of a sample after its labels: "} VALUE\n".
+char* value(char* at, uint64_t n)
+{
+    at = put(at, "} ");
+    at = number(at, n);
+    *at++ = '\n';
+    return at;
+}
+
+char* decimal_value(char* at, uint64_t n, unsigned digits)
+{
+    at = put(at, "} ");
+    at = decimal(at, n, digits);
+    *at++ = '\n';
+    return at;
+}
+
+char* class_label(char* at, uint32_t id)
+{
+    at = put(at, ",class=\"");
+    at = number(at, id);
+    *at++ = '"';
+    return at;
+}
+
+// A family: its rows for one device (the samples after NAME{DEVICE LABELS) and how row `i` ends.
 struct Family {
     const char* name;
     const char* type;
     const char* help;
-    void (*samples)(Samples&, const DeviceStatus&);  // one device's
+    size_t (*rows)(const DeviceSamples&);
+    char* (*row)(char* at, const DeviceSamples&, size_t i);
 };
 
+size_t one(const DeviceSamples&)
+{
+    return 1;
+}
+size_t per_class(const DeviceSamples& d)
+{
+    return d.classes.size();
+}
+size_t per_rule(const DeviceSamples& d)
+{
+    return d.status.rules.size();
+}
+
+template <uint64_t ClassSample::*field>
+char* class_count(char* at, const DeviceSamples& d, size_t i)
+{
+    const ClassSample& c = d.classes[i];
+    return value(class_label(at, c.id), c.*field);
+}
+
+template <uint64_t ClassSample::*field, unsigned digits>
+char* class_decimal(char* at, const DeviceSamples& d, size_t i)
+{
+    const ClassSample& c = d.classes[i];
+    return decimal_value(class_label(at, c.id), c.*field, digits);
+}
+
+char* rule_labels(char* at, const RuleStatus& r)
+{
+    at = put(at, ",pref=\"");
+    at = number(at, r.rule.pref);
+    at = put(at, "\",class=\"");
+    at = number(at, r.rule.class_id);
+    *at++ = '"';
+    return at;
+}
+
 const Family kFamilies[] = {
-    {"shaperctl_device_up", "gauge", "1 when the managed device is present and its maps were read, else 0.",
-     [](Samples& s, const DeviceStatus& st) { s.put("", st.present ? 1 : 0); }},
-    {"shaperctl_device_info", "gauge", "Managed device: ifindex and mode (edt or police) as labels.",
-     [](Samples& s, const DeviceStatus& st) {
-         s.put(",ifindex=\"" + std::to_string(st.device.ifindex) + "\",mode=\"" + escape_label(mode_name(st.mode)) + "\"", 1);
+    {"shaperctl_device_up", "gauge", "1 when the managed device is present and its maps were read, else 0.", one,
+     [](char* at, const DeviceSamples& d, size_t) { return value(at, d.status.present ? 1 : 0); }},
+    {"shaperctl_device_info", "gauge", "Managed device: ifindex and mode (edt or police) as labels.", one,
+     [](char* at, const DeviceSamples& d, size_t) {
+         at = put(at, ",ifindex=\"");
+         at = number(at, uint64_t(d.status.device.ifindex));
+         at = put(at, "\",mode=\"");
+         at = put(at, escape_label(mode_name(d.status.mode)));
+         *at++ = '"';
+         return value(at, 1);
      }},
     {"shaperctl_device_filter_attached", "gauge",
-     "1 when shaperctl's program is on the device's egress hook (tcx or tc clsact).",
-     [](Samples& s, const DeviceStatus& st) { s.put("", st.program_id ? 1 : 0); }},
-    {"shaperctl_device_tx_queues", "gauge", "TX queues of the device.",
-     [](Samples& s, const DeviceStatus& st) { s.put("", st.pacing.queues); }},
-    {"shaperctl_device_fq_queues", "gauge", "TX queues whose qdisc is fq (edt mode paces on them).",
-     [](Samples& s, const DeviceStatus& st) { s.put("", st.pacing.fq_queues); }},
-    {"shaperctl_device_default_class", "gauge", "Class of packets no rule matches (0: none).",
-     [](Samples& s, const DeviceStatus& st) { s.put("", st.default_class); }},
+     "1 when shaperctl's program is on the device's egress hook (tcx or tc clsact).", one,
+     [](char* at, const DeviceSamples& d, size_t) { return value(at, d.status.program_id ? 1 : 0); }},
+    {"shaperctl_device_tx_queues", "gauge", "TX queues of the device.", one,
+     [](char* at, const DeviceSamples& d, size_t) { return value(at, d.status.pacing.queues); }},
+    {"shaperctl_device_fq_queues", "gauge", "TX queues whose qdisc is fq (edt mode paces on them).", one,
+     [](char* at, const DeviceSamples& d, size_t) { return value(at, d.status.pacing.fq_queues); }},
+    {"shaperctl_device_default_class", "gauge", "Class of packets no rule matches (0: none).", one,
+     [](char* at, const DeviceSamples& d, size_t) { return value(at, d.status.default_class); }},
     {"shaperctl_unclassified_packets_total", "counter", "Packets that matched no rule and no default class (unshaped).",
-     [](Samples& s, const DeviceStatus& st) { s.put("", st.unclassified.packets); }},
-    {"shaperctl_unclassified_segments_total", "counter", "Segments of unclassified packets.",
-     [](Samples& s, const DeviceStatus& st) { s.put("", st.unclassified.segments); }},
-    {"shaperctl_unclassified_bytes_total", "counter", "Bytes of unclassified packets.",
-     [](Samples& s, const DeviceStatus& st) { s.put("", st.unclassified.bytes); }},
-    {"shaperctl_class_info", "gauge", "Configured class, with its parent (0: top level) as a label.",
-     [](Samples& s, const DeviceStatus& st) {
-         for (const ClassStatus& c : st.classes)
-             s.put(",class=\"" + std::to_string(c.spec.id) + "\",parent=\"" + std::to_string(c.spec.parent) + "\"", 1);
+     one, [](char* at, const DeviceSamples& d, size_t) { return value(at, d.status.unclassified.packets); }},
+    {"shaperctl_unclassified_segments_total", "counter", "Segments of unclassified packets.", one,
+     [](char* at, const DeviceSamples& d, size_t) { return value(at, d.status.unclassified.segments); }},
+    {"shaperctl_unclassified_bytes_total", "counter", "Bytes of unclassified packets.", one,
+     [](char* at, const DeviceSamples& d, size_t) { return value(at, d.status.unclassified.bytes); }},
+    {"shaperctl_class_info", "gauge", "Configured class, with its parent (0: top level) as a label.", per_class,
+     [](char* at, const DeviceSamples& d, size_t i) {
+         at = class_label(at, d.classes[i].id);
+         at = put(at, ",parent=\"");
+         at = number(at, d.classes[i].parent);
+         *at++ = '"';
+         return value(at, 1);
      }},
-    {"shaperctl_class_rate_limit_bytes_per_second", "gauge", "Configured shaping rate of the class.",
-     [](Samples& s, const DeviceStatus& st) {
-         s.per_class(st, [](const ClassStatus& c) { return decimal(c.spec.rate_bps * 125, 3); });
+    {"shaperctl_class_rate_limit_bytes_per_second", "gauge", "Configured shaping rate of the class.", per_class,
+     [](char* at, const DeviceSamples& d, size_t i) {
+         const ClassSample& c = d.classes[i];
+         return decimal_value(class_label(at, c.id), c.rate_bps * 125, 3);
      }},
-    {"shaperctl_class_burst_bytes", "gauge", "Configured burst of the class.",
-     [](Samples& s, const DeviceStatus& st) { s.per_class(st, [](const ClassStatus& c) { return c.spec.burst_bytes; }); }},
-    {"shaperctl_class_horizon_seconds", "gauge", "Largest queueing delay the class accepts before dropping.",
-     [](Samples& s, const DeviceStatus& st) {
-         s.per_class(st, [](const ClassStatus& c) { return decimal(c.spec.horizon_ns, 9); });
-     }},
-    {"shaperctl_class_packets_total", "counter", "Packets charged to the class (descendants included).",
-     [](Samples& s, const DeviceStatus& st) { s.per_class(st, [](const ClassStatus& c) { return c.counters.packets; }); }},
+    {"shaperctl_class_burst_bytes", "gauge", "Configured burst of the class.", per_class,
+     class_count<&ClassSample::burst_bytes>},
+    {"shaperctl_class_horizon_seconds", "gauge", "Largest queueing delay the class accepts before dropping.", per_class,
+     class_decimal<&ClassSample::horizon_ns, 9>},
+    {"shaperctl_class_packets_total", "counter", "Packets charged to the class (descendants included).", per_class,
+     class_count<&ClassSample::packets>},
     {"shaperctl_class_segments_total", "counter", "GSO segments charged to the class (descendants included).",
-     [](Samples& s, const DeviceStatus& st) { s.per_class(st, [](const ClassStatus& c) { return c.counters.segments; }); }},
+     per_class, class_count<&ClassSample::segments>},
     {"shaperctl_class_bytes_total", "counter",
-     "Bytes charged to the class: wire length plus overhead, after mpu (descendants included).",
-     [](Samples& s, const DeviceStatus& st) { s.per_class(st, [](const ClassStatus& c) { return c.counters.bytes; }); }},
+     "Bytes charged to the class: wire length plus overhead, after mpu (descendants included).", per_class,
+     class_count<&ClassSample::bytes>},
     {"shaperctl_class_drops_total", "counter",
      "Packets dropped by the class, by cause: horizon (departure too far ahead), aqm (CoDel) "
      "or fair (a flow above its fair share).",
-     [](Samples& s, const DeviceStatus& st) {
-         for (const ClassStatus& c : st.classes) {
-             const std::string id = ",class=\"" + std::to_string(c.spec.id) + "\",cause=";
-             s.put(id + "\"horizon\"", c.counters.drops_horizon);
-             s.put(id + "\"aqm\"", c.counters.drops_aqm);
-             s.put(id + "\"fair\"", c.counters.drops_fair);
+     [](const DeviceSamples& d) { return 3 * d.classes.size(); },
+     [](char* at, const DeviceSamples& d, size_t i) {
+         const ClassSample& c = d.classes[i / 3];
+         at = class_label(at, c.id);
+         switch (i % 3) {
+         case 0:
+             return value(put(at, ",cause=\"horizon\""), c.drops_horizon);
+         case 1:
+             return value(put(at, ",cause=\"aqm\""), c.drops_aqm);
+         default:
+             return value(put(at, ",cause=\"fair\""), c.drops_fair);
          }
      }},
-    {"shaperctl_class_ecn_marks_total", "counter", "Packets CoDel marked CE instead of dropping.",
-     [](Samples& s, const DeviceStatus& st) { s.per_class(st, [](const ClassStatus& c) { return c.counters.ecn_marks; }); }},
+    {"shaperctl_class_ecn_marks_total", "counter", "Packets CoDel marked CE instead of dropping.", per_class,
+     class_count<&ClassSample::ecn_marks>},
     {"shaperctl_class_fair_marks_total", "counter", "Packets marked CE instead of dropped for a flow above its fair share.",
-     [](Samples& s, const DeviceStatus& st) { s.per_class(st, [](const ClassStatus& c) { return c.counters.fair_marks; }); }},
+     per_class, class_count<&ClassSample::fair_marks>},
     {"shaperctl_class_sparse_packets_total", "counter", "Packets of sparse flows sent ahead of the class backlog (still charged).",
-     [](Samples& s, const DeviceStatus& st) { s.per_class(st, [](const ClassStatus& c) { return c.counters.sparse; }); }},
-    {"shaperctl_class_backlog_seconds", "gauge", "How far the class clock runs ahead of now (0 when idle).",
-     [](Samples& s, const DeviceStatus& st) {
-         s.per_class(st, [](const ClassStatus& c) { return decimal(uint64_t(std::max<int64_t>(c.backlog_ns, 0)), 9); });
+     per_class, class_count<&ClassSample::sparse>},
+    {"shaperctl_class_backlog_seconds", "gauge", "How far the class clock runs ahead of now (0 when idle).", per_class,
+     class_decimal<&ClassSample::backlog_ns, 9>},
+    {"shaperctl_rule_hits_total", "counter", "Packets the rule classified.", per_rule,
+     [](char* at, const DeviceSamples& d, size_t i) {
+         const RuleStatus& r = d.status.rules[i];
+         return value(rule_labels(at, r), r.counters.packets);
      }},
-    {"shaperctl_rule_hits_total", "counter", "Packets the rule classified.",
-     [](Samples& s, const DeviceStatus& st) {
-         for (const RuleStatus& r : st.rules)
-             s.put(",pref=\"" + std::to_string(r.rule.pref) + "\",class=\"" + std::to_string(r.rule.class_id) + "\"",
-                   r.counters.packets);
-     }},
-    {"shaperctl_rule_bytes_total", "counter", "Bytes of the packets the rule classified.",
-     [](Samples& s, const DeviceStatus& st) {
-         for (const RuleStatus& r : st.rules)
-             s.put(",pref=\"" + std::to_string(r.rule.pref) + "\",class=\"" + std::to_string(r.rule.class_id) + "\"",
-                   r.counters.bytes);
+    {"shaperctl_rule_bytes_total", "counter", "Bytes of the packets the rule classified.", per_rule,
+     [](char* at, const DeviceSamples& d, size_t i) {
+         const RuleStatus& r = d.status.rules[i];
+         return value(rule_labels(at, r), r.counters.bytes);
      }},
 };
+constexpr size_t kFamilyCount = sizeof kFamilies / sizeof kFamilies[0];
 
 }  // namespace
 
+ClassSample ClassSample::of(const ClassStatus& c)
+{
+    ClassSample s;
+    s.id = c.spec.id;
+    s.parent = c.spec.parent;
+    s.rate_bps = c.spec.rate_bps;
+    s.burst_bytes = c.spec.burst_bytes;
+    s.horizon_ns = c.spec.horizon_ns;
+    s.backlog_ns = uint64_t(std::max<int64_t>(c.backlog_ns, 0));
+    s.packets = c.counters.packets;
+    s.segments = c.counters.segments;
+    s.bytes = c.counters.bytes;
+    s.drops_horizon = c.counters.drops_horizon;
+    s.drops_aqm = c.counters.drops_aqm;
+    s.drops_fair = c.counters.drops_fair;
+    s.ecn_marks = c.counters.ecn_marks;
+    s.fair_marks = c.counters.fair_marks;
+    s.sparse = c.counters.sparse;
+    return s;
+}
+
+// Where the text stands: family, side (down devices first, in the first family only), row.
+struct MetricsWriter::Position {
+    std::vector<DeviceSamples> devices;
+    std::vector<DownDevice> down;
+    std::vector<std::string> labels;  // each side's, down devices first
+    size_t slack = 0;                 // room for the longest line
+    size_t family = 0, side = 0, row = 0;
+    bool headed = false;   // the family's HELP and TYPE are written
+    std::string prefix;    // NAME{LABELS of the family and side
+};
+
+MetricsWriter::MetricsWriter(std::vector<DeviceSamples> devices, std::vector<DownDevice> down)
+    : at_(std::make_unique<Position>())
+{
+    Position& p = *at_;
+    p.devices = std::move(devices);
+    p.down = std::move(down);
+    for (const DownDevice& d : p.down)
+        p.labels.push_back(side_labels(d.name, d.direction));
+    for (const DeviceSamples& d : p.devices)
+        p.labels.push_back(side_labels(d.status.device.name, d.status.device.direction));
+    size_t longest = 0;
+    for (const std::string& l : p.labels)
+        longest = std::max(longest, l.size());
+    p.slack = 1024 + longest;  // a family's name and help, a mode's name, a sample's other labels and value: < 1 kB
+}
+
+MetricsWriter::~MetricsWriter() = default;
+
+bool MetricsWriter::next(std::string& out, size_t size)
+{
+    Position& p = *at_;
+    const size_t start = out.size();
+    out.resize(start + size + p.slack);
+    char* const base = out.data();
+    char* at = base + start;
+    char* const stop = at + size;
+    const size_t sides = p.down.size() + p.devices.size();
+    while (at < stop && p.family < kFamilyCount) {
+        const Family& f = kFamilies[p.family];
+        if (!p.headed) {
+            at = put(put(put(put(at, "# HELP "), f.name), " "), f.help);
+            at = put(put(put(put(at, "\n# TYPE "), f.name), " "), f.type);
+            *at++ = '\n';
+            p.headed = true;
+            p.side = p.family == 0 ? 0 : p.down.size();
+            p.row = 0;
+            if (p.side < sides)
+                p.prefix = std::string(f.name) + "{" + p.labels[p.side];
+            continue;
+        }
+        if (p.side == sides) {
+            p.family++;
+            p.headed = false;
+            continue;
+        }
+        if (p.side < p.down.size()) {  // only its shaperctl_device_up, 0
+            at = value(put(at, p.prefix), 0);
+        } else {
+            const DeviceSamples& d = p.devices[p.side - p.down.size()];
+            const size_t rows = f.rows(d);
+            for (; p.row < rows && at < stop; p.row++)
+                at = f.row(put(at, p.prefix), d, p.row);
+            if (p.row < rows)
+                break;
+        }
+        p.side++;
+        p.row = 0;
+        if (p.side < sides)
+            p.prefix = std::string(f.name) + "{" + p.labels[p.side];
+    }
+    out.resize(size_t(at - base));
+    return p.family < kFamilyCount;
+}
+
 std::string metrics_text(const std::vector<DeviceStatus>& devices, const std::vector<DownDevice>& down)
 {
-    size_t classes = 0, rules = 0;
-    for (const DeviceStatus& st : devices)
-        classes += st.classes.size(), rules += st.rules.size();
-    std::string out;
-    out.reserve(8192 + 1024 * (devices.size() + down.size()) + 1100 * classes + 200 * rules);  // about the size
-    for (const Family& f : kFamilies) {
-        out.append("# HELP ").append(f.name).append(" ").append(f.help).append("\n# TYPE ").append(f.name)
-            .append(" ").append(f.type).append("\n");
-        if (&f == &kFamilies[0])
-            for (const DownDevice& d : down)
-                Samples{out, f.name, side_labels(d.name, d.direction)}.put("", 0);
-        for (const DeviceStatus& st : devices) {
-            Samples samples{out, f.name, side_labels(st.device.name, st.device.direction)};
-            f.samples(samples, st);
-        }
+    std::vector<DeviceSamples> sides;
+    for (const DeviceStatus& st : devices) {
+        DeviceSamples& d = sides.emplace_back();
+        d.status = st;
+        d.status.classes.clear();
+        for (const ClassStatus& c : st.classes)
+            d.classes.push_back(ClassSample::of(c));
     }
-    return out;
+    MetricsWriter writer(std::move(sides), down);
+    std::string text;
+    while (writer.next(text, 64 * 1024)) {
+    }
+    return text;
 }
 
 }  // namespace shaperctl

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <cstdio>
+#include <cstring>
 
 namespace shaperctl::http {
 
@@ -74,6 +76,35 @@ Io write_some(Connection& c, bool& want_read)
         c.sent += size_t(n);
     }
     return Io::Done;
+}
+
+bool next_piece(Connection& c)
+{
+    constexpr size_t kPieceBytes = 256 * 1024;
+    constexpr size_t kChunkHeadRoom = 16;  // hexadecimal size, CRLF
+    c.sent = 0;
+    if (!c.stream) {
+        c.out.clear();
+        return false;
+    }
+    const size_t room = c.chunked ? kChunkHeadRoom : 0;
+    c.out.resize(room);
+    const bool more = c.stream(c.out, kPieceBytes);
+    if (!more)
+        c.stream = nullptr;
+    if (c.chunked) {
+        // The chunk's head goes just before its data, in the room left for it: nothing is moved.
+        const size_t size = c.out.size() - room;
+        char head[kChunkHeadRoom];
+        const int len = size ? std::snprintf(head, sizeof head, "%zx\r\n", size) : 0;
+        c.sent = room - size_t(len);
+        std::memcpy(c.out.data() + c.sent, head, size_t(len));
+        if (size)
+            c.out += "\r\n";
+        if (!more)
+            c.out += "0\r\n\r\n";
+    }
+    return true;
 }
 
 }  // namespace shaperctl::http

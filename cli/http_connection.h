@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -34,6 +35,9 @@ struct Connection {
     std::string in, out;
     size_t sent = 0;
     bool close_after = false;  // of the response being written
+    // The rest of a streamed body (next_piece); in chunks unless the client speaks HTTP/1.0.
+    std::function<bool(std::string& out, size_t size)> stream;
+    bool chunked = true;
     uint32_t events = 0;       // asked of epoll
     // A request waiting for its password check.
     std::string path, credential;
@@ -51,5 +55,9 @@ Io read_some(Connection& c, bool& want_write);
 
 // Sends c.out from c.sent on.
 Io write_some(Connection& c, bool& want_read);
+
+// Once c.out is sent: the next piece of c.stream in c.out (framed as a chunk, the last one
+// followed by the closing chunk); false when the body was complete (c.stream is then empty).
+bool next_piece(Connection& c);
 
 }  // namespace shaperctl::http

@@ -65,13 +65,15 @@ bool parse_head(const std::string& head, Request& r)
     return true;
 }
 
-std::string response_head(int status, const std::string& content_type, size_t content_length,
-                          bool close_after)
+namespace {
+
+// `length`: the Content-Length line, or the Transfer-Encoding line of a streamed body, or none.
+std::string head_of(int status, const std::string& content_type, bool typed, const std::string& length, bool close_after)
 {
     std::string head = "HTTP/1.1 " + std::to_string(status) + " " + reason(status) + "\r\n";
-    if (content_length)
+    if (typed)
         head += "Content-Type: " + content_type + "\r\n";
-    head += "Content-Length: " + std::to_string(content_length) + "\r\n";
+    head += length;
     if (status == 401)
         head += "WWW-Authenticate: Basic realm=\"shaperctl\", charset=\"UTF-8\"\r\n";
     if (status == 405)
@@ -80,6 +82,20 @@ std::string response_head(int status, const std::string& content_type, size_t co
         head += "Connection: close\r\n";
     head += "\r\n";
     return head;
+}
+
+}  // namespace
+
+std::string response_head(int status, const std::string& content_type, size_t content_length,
+                          bool close_after)
+{
+    return head_of(status, content_type, content_length > 0,
+                "Content-Length: " + std::to_string(content_length) + "\r\n", close_after);
+}
+
+std::string streamed_response_head(int status, const std::string& content_type, bool chunked, bool close_after)
+{
+    return head_of(status, content_type, true, chunked ? "Transfer-Encoding: chunked\r\n" : "", close_after);
 }
 
 }  // namespace shaperctl::http

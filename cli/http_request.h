@@ -25,6 +25,9 @@ bool parse_head(const std::string& head, Request& r);
 // credentials, 405 names the allowed methods.
 std::string response_head(int status, const std::string& content_type, size_t content_length,
                           bool close_after);
+// The same for a body of unknown length, sent in chunks, or else (to a HTTP/1.0 client, whose
+// connection closes after it) ending where the connection closes.
+std::string streamed_response_head(int status, const std::string& content_type, bool chunked, bool close_after);
 
 std::string lower(std::string s);
 std::string trim(const std::string& s);  // spaces and tabs on both ends

@@ -145,6 +145,17 @@ void StatusJsonWriter::head(const DeviceStatus& st)
 {
     // The head as dump(2) prints it, cut where the classes go: the rules and the closing brace
     // wait for end().
+    if (compact_) {
+        // Cut by keys, not by searching the text: a device name may hold any characters.
+        nlohmann::ordered_json head = status_json_without_classes(st);
+        const nlohmann::ordered_json rules = std::move(head["rules"]);
+        head.erase("classes");
+        head.erase("rules");
+        const std::string text = head.dump();
+        out_ << std::string_view(text).substr(0, text.size() - 1) << ",\"classes\":";
+        rest_ = ",\"rules\":" + rules.dump() + "}";
+        return;
+    }
     const std::string text = status_json_without_classes(st).dump(2);
     const std::string slot = "\n  \"classes\": []";
     const size_t at = text.find(slot) + slot.size() - 2;
@@ -156,6 +167,17 @@ void StatusJsonWriter::head(const DeviceStatus& st)
 // 100,000 classes, a JSON value per field costs most of a second in allocations.
 void StatusJsonWriter::add(const ClassStatus& c)
 {
+    if (compact_) {
+        out_ << (classes_++ ? ",{" : "[{");
+        const char* separator = "\"";
+        for_each_status_field(c, [&](const char* key, const Scalar& value) {
+            out_ << separator << key << "\":";
+            append(out_, value);
+            separator = ",\"";
+        });
+        out_ << "}";
+        return;
+    }
     out_ << (classes_++ ? ",\n    {" : "[\n    {");
     const char* separator = "\n";
     for_each_status_field(c, [&](const char* key, const Scalar& value) {
@@ -168,7 +190,7 @@ void StatusJsonWriter::add(const ClassStatus& c)
 
 void StatusJsonWriter::end()
 {
-    out_ << (classes_ ? "\n  ]" : "[]") << rest_;
+    out_ << (classes_ ? (compact_ ? "]" : "\n  ]") : "[]") << rest_;
 }
 
 std::string status_json_text(const DeviceStatus& st)

@@ -15,9 +15,10 @@ nlohmann::ordered_json status_json(const DeviceStatus& status);
 std::string status_json_text(const DeviceStatus& status);
 
 // status_json_text a class at a time: head() (its classes ignored), add() for each class, end().
+// `compact`: as status_json(status).dump() prints it instead, on one line.
 class StatusJsonWriter {
 public:
-    explicit StatusJsonWriter(TextSink& out) : out_(out) {}
+    explicit StatusJsonWriter(TextSink& out, bool compact = false) : out_(out), compact_(compact) {}
     void head(const DeviceStatus& status);
     void add(const ClassStatus& c);
     void end();
@@ -26,6 +27,7 @@ private:
     TextSink& out_;
     std::string rest_;  // what follows the classes: the rules, the closing brace
     size_t classes_ = 0;
+    bool compact_ = false;
 };
 
 }  // namespace shaperctl

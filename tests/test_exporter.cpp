@@ -218,6 +218,22 @@ TEST_F(Exporter, ServesMetricsOverLoopbackUntilSigterm)
     EXPECT_EQ(m.at(R"(shaperctl_rule_bytes_total{device="sh0",pref="10",class="2"})"), "0");
     EXPECT_TRUE(m.count("shaperctl_unclassified_packets_total{device=\"sh0\"}"));
 
+    // The text is streamed: in chunks to HTTP/1.1 clients, to a HTTP/1.0 one until it closes.
+    EXPECT_EQ(res->get_header_value("Transfer-Encoding"), "chunked");
+    const int old_client = connect_loopback(port);
+    ASSERT_GE(old_client, 0);
+    const std::string request = "GET /metrics HTTP/1.0\r\n\r\n";
+    ASSERT_EQ(::send(old_client, request.data(), request.size(), MSG_NOSIGNAL), ssize_t(request.size()));
+    std::string answer;
+    char buf[4096];
+    for (ssize_t n; (n = recv(old_client, buf, sizeof buf, 0)) > 0;)
+        answer.append(buf, size_t(n));
+    close(old_client);
+    const size_t body = answer.find("\r\n\r\n");
+    ASSERT_NE(body, std::string::npos) << answer;
+    EXPECT_EQ(answer.find("Transfer-Encoding"), std::string::npos) << answer.substr(0, body);
+    EXPECT_EQ(answer.substr(body + 4), res->body);
+
     // Counters move between scrapes.
     send(2, 1000);
     res = client.Get("/metrics");
@@ -410,8 +426,10 @@ TEST_F(Exporter, KeepsOnlyTheCapabilitiesReadingTheMapsTakes)
     int port = free_port();
     auto root = start_exporter(port);
     ASSERT_TRUE(root->running());
-    auto caps = capability_status(root->pid());
     const uint64_t reading = cap_bit(CAP_BPF) | cap_bit(CAP_NET_ADMIN);
+    // It listens before it drops them: wait for that.
+    eventually([&] { return capability_status(root->pid())["CapEff"] == reading; });
+    auto caps = capability_status(root->pid());
     EXPECT_EQ(caps["CapEff"], reading);
     EXPECT_EQ(caps["CapPrm"], reading);
     EXPECT_EQ(caps["CapBnd"], reading);
@@ -674,6 +692,40 @@ TEST(ExporterText, EscapesLabelsAndListsDownDevices)
     EXPECT_EQ(shaperctl::parse_listen(":9464"), std::make_pair(std::string("0.0.0.0"), 9464));
     EXPECT_EQ(shaperctl::parse_listen("[::1]:80"), std::make_pair(std::string("::1"), 80));
     EXPECT_THROW(shaperctl::parse_listen("1.2.3.4:99999"), shaperctl::Error);
+}
+
+// The text a piece at a time, whatever the pieces' size: whole lines each, the same text in all.
+TEST(ExporterText, PiecesOfAnySizeMakeTheWholeTextOfWholeLines)
+{
+    shaperctl::DeviceStatus st;
+    st.device.name = "eth0";
+    for (uint32_t id = 1; id <= 2000; id++) {
+        shaperctl::ClassStatus c;
+        c.spec.id = id;
+        c.spec.rate_bps = id * 1000;
+        c.counters.bytes = id * 7;
+        st.classes.push_back(c);
+    }
+    st.rules.resize(3);
+    const std::vector<shaperctl::DownDevice> down = {{"gone0", shaperctl::Direction::Egress}};
+    const std::string whole = shaperctl::metrics_text({st}, down);
+    EXPECT_NE(whole.find("shaperctl_class_bytes_total{device=\"eth0\",class=\"2000\"} 14000\n"), std::string::npos);
+    for (size_t size : {1, 100, 4096, 1 << 20}) {
+        shaperctl::DeviceSamples d;
+        d.status = st;
+        d.status.classes.clear();
+        for (const shaperctl::ClassStatus& c : st.classes)
+            d.classes.push_back(shaperctl::ClassSample::of(c));
+        shaperctl::MetricsWriter writer({d}, down);
+        std::string text;
+        for (bool more = true; more;) {
+            std::string piece;
+            more = writer.next(piece, size);
+            EXPECT_TRUE(piece.empty() ? !more : piece.back() == '\n') << "piece of " << size << " bytes";
+            text += piece;
+        }
+        EXPECT_EQ(text, whole) << "pieces of " << size << " bytes";
+    }
 }
 
 // Both sides of one device with the same class id: every series exactly once (a scrape with a

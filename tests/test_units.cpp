@@ -293,4 +293,20 @@ TEST(StatusJson, StreamedTextIsTheJsonValueDumped)
         st.classes.push_back(c);
     }
     EXPECT_EQ(shaperctl::status_json_text(st), shaperctl::status_json(st).dump(2));
+
+    // status --watch --json: one line a frame, as dump() prints it, whatever the device's name.
+    auto compact = [](const shaperctl::DeviceStatus& status) {
+        shaperctl::TextSink text;
+        shaperctl::StatusJsonWriter json(text, true);
+        json.head(status);
+        for (const shaperctl::ClassStatus& c : status.classes)
+            json.add(c);
+        json.end();
+        return text.take();
+    };
+    st.device.name = "we\"classes\":[]ird";
+    st.rules.resize(1);
+    EXPECT_EQ(compact(st), shaperctl::status_json(st).dump());
+    st.classes.clear();
+    EXPECT_EQ(compact(st), shaperctl::status_json(st).dump());
 }
