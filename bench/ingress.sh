@@ -10,6 +10,8 @@
 #              kernel has it, else HTB's default pfifo)
 #   shaperctl  shaperctl attach --ingress + add-class --ingress: tried on every row; a CLI
 #              without ingress classes makes the row "not available" (its one-line error kept)
+#   shaperctl-ack  the same, and vb's send side attached in edt mode (sch_fq, no class): the
+#              receiver's ACKs paced by the ingress class's clock (bpf/ack_pace.h)
 # Per row: goodput error vs rate x 1448/1514, retransmits (count and % of the sender's segments),
 # the largest 1 s window after the first second, CE marks seen by the receiver (with ECN), the
 # shaper's drops, and whether the row meets the ingress goal (goodput within 3 % at 20 Mbit and
@@ -26,7 +28,7 @@
 # loaded on top of the harness's modules); everything it creates lives and dies in the VM.
 set -u
 
-ALL_PEERS="none police64k police1s ifb-htb shaperctl"
+ALL_PEERS="none police64k police1s ifb-htb shaperctl shaperctl-ack"
 
 # ================================= on the host ==========================================
 
@@ -131,7 +133,7 @@ if [ -z "${SHAPERCTL_VM:-}" ]; then
     echo
     cat "$tmp/table.md"
     echo
-    jq -r '[.rows[] | select(.peer == "shaperctl")] as $s
+    jq -r '[.rows[] | select(.peer | startswith("shaperctl"))] as $s
       | if ($s | length) == 0 then "shaperctl: not run."
         elif ($s | all(.available == false)) then "shaperctl: not available (\($s[0].not_available))."
         else "shaperctl meets the ingress goal on \([$s[] | select(.meets.all)] | length) of \($s | length) rows." end' "$out/ingress.json"
@@ -148,7 +150,7 @@ if [ -z "${SHAPERCTL_VM:-}" ]; then
   # --- plot (on the host): goodput error and retransmit % per row, one bar per peer ---
   if command -v gnuplot >/dev/null; then
     jq -r '
-      ["police64k", "police1s", "ifb-htb", "shaperctl"] as $p | .rows as $r
+      ["police64k", "police1s", "ifb-htb", "shaperctl", "shaperctl-ack"] as $p | .rows as $r
       | (["row"] + ($p | map(. + " error %")) + ($p | map(. + " retrans %")) | @tsv),
         ([$r[] | "\(.rate_mbit) Mbit ECN \(.ecn)"] | unique_by(.) | sort_by(split(" ")[0] | tonumber)[]) as $k
         | [$k] + [$p[] as $x | ([$r[] | select("\(.rate_mbit) Mbit ECN \(.ecn)" == $k and .peer == $x) | .error_pct][0] // "?")]
@@ -170,11 +172,11 @@ set xtics rotate by -20 font ",9" nomirror
 set xzeroaxis lt -1
 set title "goodput error vs rate × 1448/1514 (%)"
 set ylabel "error %"
-plot for [i=2:5] "$tmp/plot.dat" using i:xtic(1) title columnheader(i)
+plot for [i=2:6] "$tmp/plot.dat" using i:xtic(1) title columnheader(i)
 set title "retransmits (% of the sender's segments)"
 set ylabel "%"
 set yrange [0:*]
-plot for [i=6:9] "$tmp/plot.dat" using i:xtic(1) title columnheader(i)
+plot for [i=7:11] "$tmp/plot.dat" using i:xtic(1) title columnheader(i)
 unset multiplot
 GP
     if gnuplot "$tmp/plot.gp" 2>"$tmp/gnuplot.err"; then echo "plot: $out/ingress.png"
@@ -231,7 +233,7 @@ setup() {
           CMDS="${CMDS}(no fq_codel in this kernel: HTB's default leaf)
 "
         fi ;;
-    shaperctl)
+    shaperctl|shaperctl-ack)
       CMDS="shaperctl -n r attach --dev vb --ingress
 "
       if ! shaperctl -n r attach --dev vb --ingress >/tmp/cmd.out 2>&1; then
@@ -239,12 +241,15 @@ setup() {
         return 1
       fi
       cmd shaperctl -n r add-class --dev vb --ingress --id 1 --rate "${2}mbit" &&
-        cmd shaperctl -n r set-default --dev vb --ingress --class 1 ;;
+        cmd shaperctl -n r set-default --dev vb --ingress --class 1 &&
+        if [ "$1" = shaperctl-ack ]; then cmd shaperctl -n r attach --dev vb; fi ;;
   esac
 }
 teardown() {
   case "$1" in
     shaperctl) shaperctl -n r detach --dev vb --ingress >/dev/null 2>&1 ;;
+    shaperctl-ack) shaperctl -n r detach --dev vb --ingress >/dev/null 2>&1
+      shaperctl -n r detach --dev vb >/dev/null 2>&1 ;;
     none) ;;
     *) tc -n r qdisc del dev vb clsact 2>/dev/null; ip -n r link del ifbr 2>/dev/null ;;
   esac
@@ -264,7 +269,7 @@ counters() {
     ifb-htb)
       tc -n r -s -j qdisc show dev ifbr | jq -c '{drops: (map(.drops) | max), marks: (map(.ecn_mark // empty) | add),
         detail: map(del(.options, .refcnt, .root) | .parent //= "root")}' ;;
-    shaperctl)
+    shaperctl|shaperctl-ack)
       shaperctl -n r status --dev vb --ingress --json --sample 0 | jq -c '.classes[0] as $c
         | {drops: $c.drops, marks: (($c.ecn_marks // 0) + ($c.fair_marks // 0)), detail: $c}' ;;
   esac
@@ -280,6 +285,7 @@ row() {
     police1s) _label="tc police, burst 1 s" ;;
     ifb-htb) _label="ifb + HTB" ;;
     shaperctl) _label="shaperctl --ingress" ;;
+    shaperctl-ack) _label="shaperctl --ingress, ACKs paced" ;;
   esac
   _t0=$(uptime_s)
   # ECN on: both ends ask for it (r opens the connections, s accepts); off: neither does.

@@ -34,6 +34,14 @@
  * the kernel's skb->hash: a sender picks a new one at each retransmission timeout, and its flow
  * would leave its box (or respite) under another name.
  *
+ * ACK pacing (ack_pace.h): all of the above holds a sender by marks and drops alone, since its
+ * round trip never grows. Where the device's send side is attached in edt mode, a passed TCP
+ * data packet also records when it would have been through the class (its departure plus its
+ * time at the class rate, at most the class horizon past now), and the receiver's pure ACKs of
+ * its flow leave sch_fq no sooner: the sender's round trip carries the virtual backlog, it is
+ * ACK-clocked at the class rate, and CoDel's marks act on a backlog it feels. No ACK waits
+ * beyond the class horizon; without the send side attached (or in police mode) nothing waits.
+ *
  * Lengths: at tc ingress the kernel's qdisc length (wire_len) lacks the L2 header (pulled
  * before tc runs; the program sees it pushed back, in len), and a GRO packet's len counts one
  * set of headers for all its segments, where egress's qdisc length counts every segment's. The

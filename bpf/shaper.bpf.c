@@ -3,7 +3,8 @@
  * shaperctl's program (TCX link, or tc clsact filter): classify -> edt -> stamp.
  * On egress the kernel's sch_fq holds each packet until the stamped departure time; in police
  * mode (no sch_fq) the horizon check alone limits the class, by dropping. On ingress (ingress.h)
- * nothing is stamped: the virtual backlog decides pass, CE mark or drop.
+ * nothing is stamped: the virtual backlog decides pass, CE mark or drop, and a passed TCP data
+ * packet's virtual departure is recorded, for which its pure ACKs wait on egress (ack_pace.h).
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -14,6 +15,7 @@
 #include "edt.h"
 #include "stats.h"
 #include "ingress.h"
+#include "ack_pace.h"
 
 /* A packet classified and stamped, not dropped, goes on to the programs after ours: -1 is tc's
  * TC_ACT_UNSPEC (next filter) and TCX's TCX_NEXT. Where none follows, the packet passes as with
@@ -77,6 +79,39 @@ static __always_inline void keep_paced(struct __sk_buff *skb)
 		skb->priority = (priority & ~TC_PRIO_MAX) | TC_PRIO_INTERACTIVE;
 }
 
+/* ACK pacing's two halves, global functions: the verifier checks each once on its own (inlined,
+ * their branches multiplied the program's paths). */
+__noinline __u64 ack_pace_wait(struct __sk_buff *skb, struct packet_fields *f, __u32 segs, __u64 now)
+{
+	if (!skb || !f)
+		return 0;
+	return ack_pace_until(skb, f, segs, now);
+}
+
+__noinline int ack_pace_note(struct __sk_buff *skb, struct packet_fields *f, __u32 segs, __u64 until)
+{
+	if (skb && f)
+		ack_pace_record(skb, f, segs, until);
+	return 0;
+}
+
+/* Ingress: when a passed packet's ACKs may leave (ack_pace.h): when it would have been through
+ * its class's queue, its departure plus its time at the class rate (a queue's receiver acks
+ * a segment once it has all arrived), within the class horizon. */
+static __always_inline void record_for_acks(struct __sk_buff *skb, const struct edt_packet *pkt,
+					    __u32 class_id, __u64 departure)
+{
+	const struct shaper_class *cls = gcra_class(class_id);
+
+	if (!cls)
+		return;
+	__u32 frac;
+	const __u64 through = departure + shaper_cost_time(edt_level_cost(pkt, cls), cls->ns_per_byte_fp, &frac);
+	const __u64 cap = pkt->now + cls->horizon_ns;
+
+	ack_pace_note(skb, &pkt->view->fields, pkt->segs, through < cap ? through : cap);
+}
+
 /* A GSO packet's segments when it carries no count (charge.h): a global function, so that the
  * verifier checks the rest of the program once for any count, not once per way of finding it. */
 __noinline int gso_segments(__u32 len, __u32 wire_len, __u32 gso_size)
@@ -105,7 +140,9 @@ int shaper_egress(struct __sk_buff *skb)
 
 	if (ingress)
 		ingress_measure(skb, len, segs, gso_size, &pkt.wire_len, &pkt.segs);
-	if (!settings)
+	struct shaper_ack_pace *gate = ack_pace_gate();
+
+	if (!settings || !gate)
 		return SHAPER_PASS;
 
 	__u32 rules_gen = settings->rules_gen, class_id = 0;
@@ -113,10 +150,17 @@ int shaper_egress(struct __sk_buff *skb)
 	struct bpf_sock *sk = skb->sk;
 	bool fq_by_hash = !sk || sk->state == BPF_TCP_CLOSE || sk->state == BPF_TCP_LISTEN;
 	bool edt = !ingress && settings->mode == SHAPER_MODE_EDT;
+	/* Only sch_fq can hold an ACK, and only an attached ingress side has records. */
+	bool pace_acks = edt && *(volatile __u64 *)&gate->until_ns;
+	/* 0, read from the gate: a constant would have the verifier check everything after twice,
+	 * once for an ACK not paced and once for one paced. */
+	__u64 ack_until = *(volatile __u64 *)&gate->flow;
 
 	/* Ingress boxes flows by their addresses and ports (ingress.h): always parsed there. */
-	if ((rules_gen & SHAPER_RULES_PRESENT) || !skb->hash || (edt && fq_by_hash) || ingress)
+	if ((rules_gen & SHAPER_RULES_PRESENT) || !skb->hash || (edt && fq_by_hash) || ingress || pace_acks)
 		parse_packet(skb, &view.fields);
+	if (pace_acks)
+		ack_until = ack_pace_wait(skb, &view.fields, pkt.segs, pkt.now);
 	if (rules_gen & SHAPER_RULES_PRESENT)
 		class_id = classify_packet(skb, &view.fields, rules_gen, pkt.wire_len);
 	if (!class_id)
@@ -127,7 +171,11 @@ int shaper_egress(struct __sk_buff *skb)
 	case EDT_DROP:
 		return TC_ACT_SHOT;
 	case EDT_SEND:
+		if (ingress)
+			record_for_acks(skb, &pkt, class_id, departure);
 		if (edt) {
+			if (ack_until > departure)
+				departure = ack_until;
 			stamp(skb, departure);
 			if (departure > pkt.now)
 				keep_paced(skb);
@@ -136,6 +184,10 @@ int shaper_egress(struct __sk_buff *skb)
 		}
 		return SHAPER_PASS;
 	default:
+		if (!ingress && ack_until) {
+			stamp(skb, honour_own_departure(skb, ack_until, pkt.now));
+			keep_paced(skb);
+		}
 		stats_count(SHAPER_STATS_UNCLASSIFIED, pkt.segs,
 			    shaper_packet_cost(pkt.wire_len, pkt.segs, 0, 0));
 		return SHAPER_PASS;

@@ -20,6 +20,10 @@
  *                       ways 2b and 2b + 1, datapath only (bpf/flow.h)
  *   shaper_flow_boxes   ARRAY[SHAPER_FLOW_BOXES] struct shaper_flow_box: the receive side's boxed
  *                       flows (bpf/ingress.h), slot by (class, flow hash), datapath only
+ *   shaper_ack_pace     ARRAY[1 + SHAPER_ACK_PACE_SLOTS] struct shaper_ack_pace: one per device,
+ *                       shared by both sides' programs and pinned beside their directories, at
+ *                       <ns dir>/if<ifindex>-ack-pace: the receive side's flows' virtual
+ *                       departures, which the send side's pure ACKs wait for (bpf/ack_pace.h)
  *   shaper_rules        ARRAY[SHAPER_MAX_RULES]   struct shaper_rule   the rules as given (control plane)
  *   shaper_rule_stats   PERCPU_ARRAY[SHAPER_MAX_RULES] struct shaper_rule_stats  hits per rule slot
  *   shaper_tuples       ARRAY[2 * SHAPER_MAX_TUPLES] struct shaper_tuple  rule shapes, per generation
@@ -123,6 +127,7 @@ enum shaper_mode {
 #define SHAPER_FLOW_BOXES 4096u                 /* receive side: boxed flows, one slot per bucket */
 #define SHAPER_BOX_NS 50000000ull               /* a boxed flow's packets are dropped for 50 ms */
 #define SHAPER_BOX_RESPITE_NS 250000000ull      /* then it is not boxed again for 250 ms */
+#define SHAPER_ACK_PACE_SLOTS 16384u            /* ACK pacing: flow records per device (bpf/ack_pace.h) */
 
 /* How far past a horizon neighbour discovery still passes, in bytes at the level's rate
  * (bpf/edt.h): one largest GSO packet, what the class's own traffic may overshoot, and as much
@@ -304,6 +309,14 @@ struct shaper_flow {
 struct shaper_flow_box {
 	__u64 owner;    /* class id << 32 | flow hash, as shaper_flow's; 0: none */
 	__u64 until_ns;
+};
+
+/* ACK pacing (bpf/ack_pace.h): when the receive side's virtual queue lets a flow's latest data
+ * go, and so its ACKs. Slot 0 is the gate: until_ns non-zero while the ingress side is attached,
+ * flow always 0. */
+struct shaper_ack_pace {
+	__u64 flow;     /* the flow's tag as its ACKs carry the tuple; 0: none */
+	__u64 until_ns; /* its latest data's virtual departure */
 };
 
 /*

@@ -87,6 +87,12 @@ std::string Device::pin_dir() const
     return side_dir(kPinRoot, *this);
 }
 
+std::string Device::ack_pace_pin() const
+{
+    return std::string(kPinRoot) + "/ns" + std::to_string(netns) + "/if" + std::to_string(ifindex) +
+           "-ack-pace";
+}
+
 std::string Device::run_dir() const
 {
     return side_dir(kRunRoot, *this);

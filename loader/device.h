@@ -36,6 +36,9 @@ struct Device {
     // directory each per side (ingress's beside egress's, so that either goes alone).
     std::string pin_dir() const;
     std::string run_dir() const;
+    // The pin of the table both sides share (ACK pacing, bpf/ack_pace.h), beside their pin
+    // directories: made by the first side attached, removed by the last one detached.
+    std::string ack_pace_pin() const;
     // The name the ifindex has now ("" when the device is gone).
     std::string current_name() const;
 };

@@ -150,6 +150,20 @@ Finding ecn_finding(const std::string& who)
             "sysctl -w net.ipv4.tcp_ecn=1"};
 }
 
+// The receive side's senders feel its virtual backlog only through their ACKs, which the send
+// side holds in sch_fq (bpf/ack_pace.h): without it they are held by marks and drops alone.
+Finding ack_pacing_finding(const ManagedDevice& m, const std::string& who, const std::string& shaperctl)
+{
+    const Device egress{m.name, m.ifindex, m.netns, Direction::Egress};
+    const auto record = AttachRecord::load(egress.run_dir() + "/attach.json");
+    if (record && record->mode == SHAPER_MODE_EDT)
+        return {who + " ack pacing", "ok", "the send side runs in edt mode: ACKs of shaped TCP flows are paced", ""};
+    return {who + " ack pacing", "warn",
+            std::string(record ? "the send side polices (no sch_fq)" : "the send side is not attached") +
+                ": ACKs are not paced, so TCP senders are slowed by marks and drops alone (more retransmits)",
+            record ? "" : shaperctl + " attach --dev " + m.name + " (edt mode) paces them"};
+}
+
 void check_device(const ManagedDevice& m, const std::string& shaperctl, std::vector<Finding>& out)
 {
     const bool ingress = m.direction == Direction::Ingress;
@@ -178,8 +192,10 @@ void check_device(const ManagedDevice& m, const std::string& shaperctl, std::vec
 
     check_pins(device, who, shaperctl + " detach --dev " + m.name + side_flag + ", then attach again", out);
     out.push_back(hook_finding(who, m.egress.hook, m.direction));
-    if (ingress)
+    if (ingress) {
         out.push_back(ecn_finding(who));
+        out.push_back(ack_pacing_finding(m, who, shaperctl));
+    }
 
     if (m.mode == SHAPER_MODE_EDT) {
         const PacingSetup pacing = inspect_pacing(m.ifindex);

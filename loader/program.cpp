@@ -102,6 +102,10 @@ Program Program::load(const ProgramOptions& options)
             if (!bpf_map__is_internal(map))
                 bpf_map__set_pin_path(map, nullptr);
     }
+    if (!options.ack_pace_pin.empty())
+        bpf_map__set_pin_path(skel->maps.shaper_ack_pace, options.ack_pace_pin.c_str());
+    if (options.ack_pace_fd >= 0 && bpf_map__reuse_fd(skel->maps.shaper_ack_pace, options.ack_pace_fd))
+        throw Error(errno_message("cannot share the ACK pacing table", errno));
     skel->rodata->l2_header_len = options.l2_header_len;
     skel->rodata->ingress = options.ingress;
     // Probe, don't assume: bpf_skb_set_tstamp arrived in 5.18.
@@ -142,6 +146,14 @@ int Program::map_fd(const char* name) const
 }
 
 bool Program::uses_set_tstamp() const { return skel_->rodata->have_set_tstamp; }
+
+void Program::set_ack_pacing(bool on) const
+{
+    const uint32_t gate = 0;
+    const shaper_ack_pace value{0, on ? 1u : 0u};
+    if (bpf_map_update_elem(map_fd("shaper_ack_pace"), &gate, &value, BPF_ANY))
+        throw Error(errno_message("cannot update the ACK pacing table", errno));
+}
 
 uint32_t pinned_max_classes(const std::string& pin_dir)
 {

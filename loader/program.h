@@ -16,6 +16,11 @@ struct ProgramOptions {
     // SHAPER_L2_AT_NETWORK_HEADER (read from the kernel's network header: any other device).
     uint32_t l2_header_len = 14;
     bool ingress = false;  // the device's receive side: verdicts instead of departure times
+    // ACK pacing's table (bpf/ack_pace.h), shared by the device's two sides: reused from this
+    // pin when there is one, else made and pinned there ("": the program's own, unpinned), or
+    // another program's map by fd (>= 0; tests).
+    std::string ack_pace_pin;
+    int ack_pace_fd = -1;
 };
 
 class Program {
@@ -34,6 +39,8 @@ public:
     int class_stats_fd() const;
     int map_fd(const char* name) const;  // any of the object's maps, by name
     bool uses_set_tstamp() const;
+    // Opens (true) or closes the ACK pacing table's gate: the ingress side is attached.
+    void set_ack_pacing(bool on) const;
 
 private:
     explicit Program(shaper_bpf* skel) : skel_(skel) {}

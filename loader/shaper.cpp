@@ -75,17 +75,39 @@ std::string attach_hint(const std::string& dev, Direction side)
     return "run shaperctl attach --dev " + dev + (side == Direction::Ingress ? " --ingress" : "");
 }
 
+// The table both sides share (bpf/ack_pace.h) after this side's pins went: removed with the
+// last side; left to the send side with its gate closed when the receive side goes (its records
+// are never read again, and a receive side attached later opens it anew).
+void release_ack_pacing(const Device& device)
+{
+    const std::string pin = device.ack_pace_pin();
+    if (!path_exists(device.side(opposite(device.direction)).pin_dir())) {
+        unlink(pin.c_str());
+        return;
+    }
+    if (device.direction != Direction::Ingress)
+        return;
+    Fd map(bpf_obj_get(pin.c_str()));
+    const uint32_t gate = 0;
+    const shaper_ack_pace closed{};
+    if (map)
+        bpf_map_update_elem(map.get(), &gate, &closed, BPF_ANY);
+}
+
 // The device's pins and record, then the namespace's and the root directories once empty
 // (rmdir refuses otherwise).
 void remove_device_dirs(const Device& device)
 {
     for (const std::string& dir : {device.pin_dir(), device.run_dir()}) {
         remove_tree(dir);
+        if (dir == device.pin_dir())
+            release_ack_pacing(device);
         const std::string ns_dir = dir.substr(0, dir.rfind('/'));
         rmdir(ns_dir.c_str());
         rmdir(ns_dir.substr(0, ns_dir.rfind('/')).c_str());
     }
 }
+
 
 // Bytes before the network header on this device, which the datapath's parser must know: 14
 // where the kernel builds an Ethernet header (loopback too), 0 where packets start at the
@@ -113,6 +135,17 @@ uint32_t l2_header_len(const Device& device)
     default:
         return SHAPER_L2_AT_NETWORK_HEADER;
     }
+}
+
+ProgramOptions program_options(const Device& device, const AttachOptions& options)
+{
+    ProgramOptions p;
+    p.pin_dir = device.pin_dir();
+    p.max_classes = options.max_classes;
+    p.l2_header_len = l2_header_len(device);
+    p.ingress = device.direction == Direction::Ingress;
+    p.ack_pace_pin = device.ack_pace_pin();
+    return p;
 }
 
 }  // namespace
@@ -212,8 +245,9 @@ AttachResult Shaper::attach(const std::string& dev, const AttachOptions& options
         if (options.max_classes && capacity && options.max_classes != capacity)
             throw Error(dev_prefix(device) + "attached with max classes " + std::to_string(capacity) +
                         ", fixed at first attach; detach first to change it");
-        Program program =
-            Program::load({device.pin_dir(), options.max_classes, l2_header_len(device), ingress});
+        Program program = Program::load(program_options(device, options));
+        if (ingress)
+            program.set_ack_pacing(true);
         AttachResult result{AttachOutcome::AlreadyAttached, false, record->egress.hook};
         const FqOptions fq = fq_with_given(record->fq, options);
         if (mode == SHAPER_MODE_EDT && !same_fq(fq, record->fq)) {
@@ -254,8 +288,7 @@ AttachResult Shaper::attach(const std::string& dev, const AttachOptions& options
 
     Rollback rollback;
     rollback.add([&] { remove_device_dirs(device); });
-    Program program =
-        Program::load({device.pin_dir(), options.max_classes, l2_header_len(device), ingress});
+    Program program = Program::load(program_options(device, options));
     const ShaperMaps maps = ShaperMaps::of(program);
     shaper_settings settings = maps.settings();
     settings.mode = mode;
@@ -277,6 +310,8 @@ AttachResult Shaper::attach(const std::string& dev, const AttachOptions& options
     record.egress = attach_egress(device, hook, program.prog_fd());
     rollback.add([&] { detach_egress(device, record.egress); });
     pin_program(program, device.pin_dir());
+    if (ingress)
+        program.set_ack_pacing(true);
     record.save(record_path);
     rollback.commit();
     return {AttachOutcome::Attached, false, hook};

@@ -191,6 +191,10 @@ TEST_F(DoctorDevice, CoversTheIngressSideOfADevice)
         EXPECT_NE(hook_detail.find("has no TCX ingress hook; Linux 6.6 has it"), std::string::npos) << hook;
     }
     EXPECT_TRUE(finding(report, "dev sh0 ingress fq").is_null()) << "no pacing on the receive side";
+    // The send side polices: it cannot hold the receiver's ACKs (bpf/ack_pace.h).
+    const json acks = finding(report, "dev sh0 ingress ack pacing");
+    EXPECT_EQ(acks["status"], "warn") << acks;
+    EXPECT_NE(acks["detail"].get<std::string>().find("ACKs are not paced"), std::string::npos) << acks;
     EXPECT_EQ(finding(report, "dev sh0 hook")["detail"].get<std::string>().starts_with("tc clsact egress"), true);
 
     // A namespace's tcp_ecn starts at 2: its own connections do not ask for ECN.

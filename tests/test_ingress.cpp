@@ -14,7 +14,10 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include <bpf/bpf.h>
+
 #include "loader/device.h"
+#include "loader/fd.h"
 #include "loader/maps.h"
 #include "loader/tcx_link.h"
 #include "netns.h"
@@ -112,6 +115,57 @@ TEST_F(IngressSide, EachSideHasItsOwnClassesAndDetachingOneLeavesTheOther)
     EXPECT_EQ(ns_->tc("filter show dev sh0 egress"), "");
     EXPECT_EQ(ns_->tc("qdisc show dev sh0").find("clsact"), std::string::npos)
         << ns_->tc("qdisc show dev sh0");
+}
+
+// ACK pacing's table (bpf/ack_pace.h): one per device, pinned beside both sides' directories,
+// made by the first side attached and reused by the other, its gate open while the receive side
+// is attached, and gone with the last side's detach, whichever order they go in.
+TEST_F(IngressSide, TheAckPacingTableIsSharedAndGoesWithTheLastSide)
+{
+    const std::string pin = side(Direction::Egress).ack_pace_pin();
+    auto map_id = [&] {
+        Fd fd(bpf_obj_get(pin.c_str()));
+        bpf_map_info info{};
+        uint32_t len = sizeof info;
+        return fd && bpf_obj_get_info_by_fd(fd.get(), &info, &len) == 0 ? info.id : 0u;
+    };
+    auto gate_open = [&] {
+        Fd fd(bpf_obj_get(pin.c_str()));
+        const uint32_t zero = 0;
+        shaper_ack_pace gate{};
+        EXPECT_TRUE(fd && bpf_map_lookup_elem(fd.get(), &zero, &gate) == 0) << pin;
+        return gate.until_ns != 0;
+    };
+
+    ok("attach --dev sh0 --ingress");
+    const uint32_t table = map_id();
+    ASSERT_NE(table, 0u) << "the receive side alone makes it";
+    EXPECT_TRUE(gate_open());
+    ok("detach --dev sh0 --ingress");
+    EXPECT_NE(access(pin.c_str(), F_OK), 0) << "the last side took it";
+
+    ok("attach --dev sh0 --mode police");
+    const uint32_t second = map_id();
+    ASSERT_NE(second, 0u);
+    EXPECT_FALSE(gate_open());
+    ok("attach --dev sh0 --ingress");
+    EXPECT_EQ(map_id(), second) << "the receive side reuses the send side's table";
+    EXPECT_TRUE(gate_open());
+    ok("attach --dev sh0 --ingress");  // again: nothing changes
+    EXPECT_EQ(map_id(), second);
+    EXPECT_TRUE(gate_open());
+    ok("detach --dev sh0 --ingress");
+    EXPECT_EQ(map_id(), second) << "the send side still holds it";
+    EXPECT_FALSE(gate_open()) << "no receive side: nothing to wait for";
+
+    ok("attach --dev sh0 --ingress");
+    EXPECT_TRUE(gate_open());
+    ok("detach --dev sh0");
+    EXPECT_EQ(map_id(), second) << "the receive side still holds it";
+    EXPECT_TRUE(gate_open());
+    ok("detach --dev sh0 --ingress");
+    EXPECT_NE(access(pin.c_str(), F_OK), 0);
+    EXPECT_NE(access(pin.substr(0, pin.rfind('/')).c_str(), F_OK), 0) << "nothing of the device's namespace left";
 }
 
 TEST_F(IngressSide, BadInputIsRefusedInOneLineAndChangesNothing)

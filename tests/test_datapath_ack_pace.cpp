@@ -1,0 +1,267 @@
+// ACK pacing through BPF_PROG_TEST_RUN: the receive side's program records when a TCP data
+// packet would have been through its class's virtual queue; the send side's program (edt mode)
+// holds that flow's pure ACKs until then, and nothing else. Both programs share one table, as a
+// device's two attached sides do.
+#include "datapath_fixture.h"
+#include "loader/direction.h"
+#include "packets.h"
+
+using namespace shaperctl;
+using namespace shaperctl::test;
+
+namespace {
+
+constexpr int kPass = -1;
+constexpr uint8_t kAck = 0x10, kSyn = 0x02, kFin = 0x01;
+constexpr uint32_t kFrame = 1514;
+constexpr uint64_t kRate = 20'000'000;
+constexpr uint64_t kHorizon = 2 * kSec;
+constexpr uint64_t kBacklog = kSec / 2;  // below half the horizon: no flow is boxed
+
+// A TCP frame from src:sport to dst:dport with `payload` bytes and these flags.
+std::vector<uint8_t> tcp(const std::string& src, uint16_t sport, const std::string& dst, uint16_t dport,
+                         uint32_t payload, uint8_t flags = kAck)
+{
+    auto frame = build_frame({.src = src, .dst = dst, .sport = sport, .dport = dport});
+    const bool v6 = src.find(':') != std::string::npos;
+    const size_t l3 = 14, l4 = l3 + (v6 ? 40 : 20);
+    frame.resize(l4 + 20);  // no padding: the IP length is the frame's
+    frame.resize(l4 + 20 + payload, 0xab);
+    if (v6) {
+        frame[l3 + 4] = uint8_t((20 + payload) >> 8);
+        frame[l3 + 5] = uint8_t(20 + payload);
+    } else {
+        frame[l3 + 2] = uint8_t((40 + payload) >> 8);
+        frame[l3 + 3] = uint8_t(40 + payload);
+    }
+    frame[l4 + 13] = flags;
+    return frame;
+}
+
+class AckPace : public Datapath {
+protected:
+    void SetUp() override
+    {
+        ProgramOptions in;
+        in.ingress = true;
+        ingress_ = std::make_unique<Program>(Program::load(in));
+        in_maps_ = std::make_unique<ShaperMaps>(ShaperMaps::of(*ingress_));
+        ProgramOptions out;
+        out.ack_pace_fd = ingress_->map_fd("shaper_ack_pace");
+        program_ = std::make_unique<Program>(Program::load(out));
+        maps_ = std::make_unique<ShaperMaps>(ShaperMaps::of(*program_));
+        ingress_->set_ack_pacing(true);  // as an attached receive side
+
+        ingress_class(kRate, kHorizon);
+        shaper_settings settings{};
+        settings.default_class = 1;
+        settings.mode = SHAPER_MODE_POLICE;
+        settings.abi_version = SHAPER_ABI_VERSION;
+        in_maps_->set_settings(settings);
+        set_default_class(0);  // the send side: edt mode, its packets unclassified
+    }
+
+    // Backlogs are set by hand, seconds long (the table is read back slot by slot, slowly):
+    // CoDel, sparse flows and fair shares off.
+    void ingress_class(uint64_t rate_bps, uint64_t horizon_ns)
+    {
+        ClassSpec spec = class_defaults(Direction::Ingress);
+        spec.id = 1;
+        spec.rate_bps = rate_bps;
+        spec.burst_bytes = 0;
+        spec.horizon_ns = horizon_ns;
+        spec.aqm = spec.sparse = spec.fair = false;
+        in_maps_->write_class_config(1, make_class_config(spec, in_maps_->max_classes(), 2 * kSec));
+    }
+
+    static Verdict run_on(const Program& program, const std::vector<uint8_t>& frame, uint32_t segs = 0,
+                          uint64_t tstamp = 0)
+    {
+        __sk_buff ctx{};
+        ctx.gso_segs = segs;
+        ctx.gso_size = segs > 1 ? 1448 : 0;
+        ctx.tstamp = tstamp;
+        LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = frame.data(),
+                    .data_size_in = uint32_t(frame.size()), .ctx_in = &ctx, .ctx_out = &ctx,
+                    .ctx_size_in = sizeof ctx, .ctx_size_out = sizeof ctx);
+        const uint64_t before = now_ns();
+        EXPECT_EQ(bpf_prog_test_run_opts(program.prog_fd(), &opts), 0) << strerror(errno);
+        return {int(opts.retval), ctx.tstamp, before, now_ns()};
+    }
+
+    Verdict receive(const std::vector<uint8_t>& frame, uint32_t segs = 0) { return run_on(*ingress_, frame, segs); }
+    Verdict send(const std::vector<uint8_t>& frame, uint64_t tstamp = 0) { return run_on(*program_, frame, 0, tstamp); }
+
+    uint64_t ingress_tat() const { return in_maps_->clock(1).tat_ns; }
+    uint64_t ingress_backlog(uint64_t ahead_ns)
+    {
+        ClassClock clock{};
+        clock.tat_ns = now_ns() + ahead_ns;
+        in_maps_->write_clock(1, clock);
+        return clock.tat_ns;
+    }
+
+    // The records the receive side holds: (tag, until) of every slot in use.
+    std::vector<shaper_ack_pace> records() const
+    {
+        std::vector<shaper_ack_pace> out;
+        const int fd = ingress_->map_fd("shaper_ack_pace");
+        for (uint32_t slot = 1; slot <= SHAPER_ACK_PACE_SLOTS; slot++) {
+            shaper_ack_pace r{};
+            EXPECT_EQ(bpf_map_lookup_elem(fd, &slot, &r), 0);
+            if (r.flow)
+                out.push_back(r);
+        }
+        return out;
+    }
+
+    std::unique_ptr<Program> ingress_;
+    std::unique_ptr<ShaperMaps> in_maps_;
+};
+
+const std::vector<uint8_t> kData = tcp("10.0.0.1", 40000, "10.0.0.2", 80, 1460);
+const std::vector<uint8_t> kPureAck = tcp("10.0.0.2", 80, "10.0.0.1", 40000, 0);
+
+TEST_F(AckPace, APureAckOfTheReverseTupleLeavesWhenItsDataWouldHaveBeenThroughTheClass)
+{
+    ingress_backlog(kBacklog);
+    ASSERT_EQ(receive(kData).action, kPass);
+    const Verdict ack = send(kPureAck);
+    const std::vector<shaper_ack_pace> recorded = records();
+    ASSERT_EQ(recorded.size(), 1u);
+    // Departure (the clock before the charge, burst 0) plus the packet's time: the clock after.
+    EXPECT_GE(recorded[0].until_ns + 1, ingress_tat());
+    EXPECT_LE(recorded[0].until_ns, ingress_tat() + 1);
+    EXPECT_GE(recorded[0].until_ns, ack.after + kBacklog - kBacklog / 10);
+    EXPECT_EQ(ack.action, kPass);
+    EXPECT_EQ(ack.tstamp, recorded[0].until_ns);
+    EXPECT_EQ(maps_->counters(0).packets, 1u) << "unclassified on the send side, still paced";
+}
+
+TEST_F(AckPace, SackAndDuplicateAcksWaitToo)
+{
+    ingress_backlog(kBacklog);
+    receive(kData);
+    std::vector<uint64_t> stamps;
+    for (int i = 0; i < 3; i++)
+        stamps.push_back(send(kPureAck).tstamp);
+    const uint64_t until = records().at(0).until_ns;
+    for (int i = 0; i < 3; i++)
+        EXPECT_EQ(stamps[i], until) << "ack " << i;
+}
+
+TEST_F(AckPace, IPv6FlowsArePacedAlike)
+{
+    ingress_backlog(kBacklog);
+    receive(tcp("fd00::1", 40000, "fd00::2", 443, 1440));
+    const uint64_t stamp = send(tcp("fd00::2", 443, "fd00::1", 40000, 0)).tstamp;
+    EXPECT_EQ(stamp, records().at(0).until_ns);
+    EXPECT_EQ(send(tcp("fd00::2", 443, "fd00::1", 40001, 0)).tstamp, 0u) << "another flow";
+}
+
+TEST_F(AckPace, AnotherFlowsAckAndTheSameTuplesDataAreNotDelayed)
+{
+    ingress_backlog(kBacklog);
+    receive(kData);
+    EXPECT_GT(send(kPureAck).tstamp, 0u) << "the flow's own ACK waits";
+    EXPECT_EQ(send(tcp("10.0.0.2", 81, "10.0.0.1", 40000, 0)).tstamp, 0u) << "other port";
+    EXPECT_EQ(send(tcp("10.0.0.3", 80, "10.0.0.1", 40000, 0)).tstamp, 0u) << "other address";
+    EXPECT_EQ(send(tcp("10.0.0.1", 40000, "10.0.0.2", 80, 0)).tstamp, 0u) << "the data's own direction";
+    EXPECT_EQ(send(tcp("10.0.0.2", 80, "10.0.0.1", 40000, 100)).tstamp, 0u)
+        << "a segment with payload leaves as egress shaping has it";
+    EXPECT_EQ(send(tcp("10.0.0.2", 80, "10.0.0.1", 40000, 0, kAck | kFin)).tstamp, 0u) << "FIN";
+    auto udp = build_frame({.src = "10.0.0.2", .dst = "10.0.0.1", .proto = 17, .sport = 80, .dport = 40000});
+    EXPECT_EQ(send(udp).tstamp, 0u) << "not TCP";
+}
+
+TEST_F(AckPace, AStaleRecordIsNoDelay)
+{
+    ingress_backlog(0);
+    receive(kData);  // no backlog: through in one packet's time, 606 us
+    const uint64_t until = records().at(0).until_ns;
+    while (now_ns() <= until + 1000)
+        ;
+    EXPECT_EQ(send(kPureAck).tstamp, 0u);
+}
+
+// 80 kbit: a frame is 151.4 ms of the class; horizon 200 ms, 80 ms of backlog (below half the
+// horizon: no box). The packet is accepted (it departs within the horizon) and would be through
+// at 231 ms: its record, and so its ACK, stops at the horizon.
+TEST_F(AckPace, ARecordNeverLiesBeyondTheClassHorizon)
+{
+    constexpr uint64_t horizon = 200'000'000;
+    ingress_class(80'000, horizon);
+    ingress_backlog(80'000'000);
+    const Verdict data = receive(kData);
+    ASSERT_EQ(data.action, kPass);
+    const Verdict ack = send(kPureAck);
+    const uint64_t until = records().at(0).until_ns;
+    EXPECT_LE(until, data.after + horizon);
+    EXPECT_GE(until, data.before + horizon);
+    EXPECT_EQ(ack.tstamp, until);
+    EXPECT_LE(ack.tstamp - ack.before, horizon) << "no ACK waits beyond the horizon";
+}
+
+TEST_F(AckPace, ANewConnectionsSynClearsTheOldTuplesRecord)
+{
+    ingress_backlog(kBacklog);
+    receive(kData);
+    EXPECT_GT(send(kPureAck).tstamp, 0u) << "the old connection's ACK waits";
+    receive(tcp("10.0.0.1", 40000, "10.0.0.2", 80, 0, kSyn));
+    EXPECT_EQ(send(kPureAck).tstamp, 0u);
+}
+
+TEST_F(AckPace, AGroPacketRecordsAndAPureAckOfItsOwnDoesNot)
+{
+    ingress_backlog(kBacklog);
+    receive(kPureAck);  // the sender's ACKs arrive on ingress too: no record
+    EXPECT_TRUE(records().empty());
+    receive(tcp("10.0.0.1", 40000, "10.0.0.2", 80, 2 * 1448), 2);
+    EXPECT_EQ(records().size(), 1u);
+}
+
+// Where the send side's own departure is later (its class's backlog, TCP's pacing), that holds.
+TEST_F(AckPace, TheLaterOfTheSendSidesDepartureAndTheRecord)
+{
+    ingress_backlog(kBacklog);
+    const Verdict data = receive(kData);
+    const uint64_t own = data.after + kBacklog + kSec / 4;  // later than the record
+    EXPECT_EQ(send(kPureAck, own).tstamp, own);
+    const uint64_t early = data.before + kBacklog / 4;  // sooner
+    const Verdict ack = send(kPureAck, early);
+    EXPECT_EQ(ack.tstamp, records().at(0).until_ns);
+}
+
+// An ACK of a send-side class: the later of the class's departure and the record.
+TEST_F(AckPace, AnAckOfAShapedSendClassLeavesAtTheLaterOfItsDepartureAndTheRecord)
+{
+    add_class({.id = 2, .rate_bps = 1'000'000'000, .horizon_ns = 10 * kSec});
+    set_default_class(2);
+    ingress_backlog(kBacklog);
+    receive(kData);
+    const Verdict paced = send(kPureAck);
+    EXPECT_EQ(paced.tstamp, records().at(0).until_ns) << "the send class has no backlog";
+    const uint64_t later = backlog_class(2, 3 * kSec);
+    const Verdict behind = send(kPureAck);
+    expect_departure(behind, later);
+}
+
+TEST_F(AckPace, WithTheGateClosedNothingIsPaced)
+{
+    ingress_backlog(kBacklog);
+    receive(kData);
+    EXPECT_GT(send(kPureAck).tstamp, 0u);
+    ingress_->set_ack_pacing(false);  // the receive side detached
+    EXPECT_EQ(send(kPureAck).tstamp, 0u);
+}
+
+TEST_F(AckPace, PoliceModeCannotHoldAnAck)
+{
+    ingress_backlog(kBacklog);
+    receive(kData);
+    EXPECT_GT(send(kPureAck).tstamp, 0u);
+    set_default_class(0, SHAPER_MODE_POLICE);
+    EXPECT_EQ(send(kPureAck).tstamp, 0u);
+}
+
+}  // namespace
