@@ -19,7 +19,7 @@
 # the rate). A benchmark, not a test: no assertion on the numbers.
 #
 #   sudo bench/ingress.sh [--bin build/cli/shaperctl] [--out DIR] [--peers "..."] [--rates "2 20 200"]
-#                         [--ecn "on off"] [--seconds 12]
+#                         [--ecn "on off"] [--seconds 12] [--class-options "--target 5ms ..."]
 #   bench/ingress.sh --report [--out DIR]      # table and plot again from DIR/ingress.json
 #
 # Rates in Mbit. Writes DIR/ingress.json (every row with its exact commands), DIR/ingress.md
@@ -36,7 +36,7 @@ if [ -z "${SHAPERCTL_VM:-}" ]; then
   here="$(cd "$(dirname "$0")" && pwd)"
   repo="$(cd "$here/.." && pwd)"
   bin="$repo/build/cli/shaperctl" out="$here/results" report=0
-  peers="$ALL_PEERS" rates="2 20 200" ecn="on off" seconds=12
+  peers="$ALL_PEERS" rates="2 20 200" ecn="on off" seconds=12 class_options=""
   while [ $# -gt 0 ]; do
     case "$1" in
       --bin) bin="$2"; shift 2 ;;
@@ -45,9 +45,10 @@ if [ -z "${SHAPERCTL_VM:-}" ]; then
       --rates) rates="$2"; shift 2 ;;
       --ecn) ecn="$2"; shift 2 ;;
       --seconds) seconds="$2"; shift 2 ;;
+      --class-options) class_options="$2"; shift 2 ;;
       --report) report=1; shift ;;
       -h|--help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-      *) echo "usage: $0 [--bin PATH] [--out DIR] [--peers \"...\"] [--rates \"MBIT...\"] [--ecn \"on off\"] [--seconds S] | --report" >&2; exit 2 ;;
+      *) echo "usage: $0 [--bin PATH] [--out DIR] [--peers \"...\"] [--rates \"MBIT...\"] [--ecn \"on off\"] [--seconds S] [--class-options \"...\"] | --report" >&2; exit 2 ;;
     esac
   done
   for p in $peers; do
@@ -78,7 +79,7 @@ if [ -z "${SHAPERCTL_VM:-}" ]; then
     # Rows come back as "@@ING {json}" lines; everything else is progress, shown as it comes.
     "$repo/vm/run.sh" --timeout 2400 --module act_police --bin "$tmp/bin/shaperctl" \
       --file "$here/tcp-rows.sh:/usr/local/share/shaperctl-bench/tcp-rows.sh" \
-      "$0" "$peers" "$rates" "$ecn" "$seconds" \
+      "$0" "$peers" "$rates" "$ecn" "$seconds" "$class_options" \
       2>&1 | tee "$tmp/console.txt" | grep --line-buffered -v '^@@ING '
     rc=$(sed -n 's/^run.sh: scenario .* exited \([0-9]*\).*/\1/p' "$tmp/console.txt")
     grep '^@@ING ' "$tmp/console.txt" | sed 's/^@@ING //' >"$tmp/rows.jsonl"
@@ -88,7 +89,7 @@ if [ -z "${SHAPERCTL_VM:-}" ]; then
     jq -s --argjson secs "$secs" --arg load0 "$load0" --arg load1 "$load1" \
        --arg commit "$(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)" \
        --arg host "$(uname -r)" --arg date "$(date -u +%FT%TZ)" --arg status "${rc:-none}" \
-       --arg cmd "sudo bench/ingress.sh${binopt} --peers \"$peers\" --rates \"$rates\" --ecn \"$ecn\" --seconds $seconds" '
+       --arg cmd "sudo bench/ingress.sh${binopt} --peers \"$peers\" --rates \"$rates\" --ecn \"$ecn\" --seconds $seconds${class_options:+ --class-options \"$class_options\"}" '
       { bench: "ingress", date: $date, commit: $commit, command: $cmd, host_kernel: $host,
         host_load_before: $load0, host_load_after: $load1,
         vm: (map(select(.meta)) | last | .meta), vm_status: $status, wall_seconds: $secs,
@@ -192,7 +193,7 @@ fi
 
 . /usr/local/share/shaperctl-vm/lib.sh
 . /usr/local/share/shaperctl-bench/tcp-rows.sh
-PEERS=$1 RATES=$2 ECNS=$3 SECS=$4 FLOWS=4 SKIP=1
+PEERS=$1 RATES=$2 ECNS=$3 SECS=$4 CLASS_OPTIONS=${5:-} FLOWS=4 SKIP=1
 PORT=5400
 T_ALL=$(uptime_s)
 
@@ -240,7 +241,7 @@ setup() {
         UNAVAILABLE="$(head -n1 /tmp/cmd.out | head -c 200)"
         return 1
       fi
-      cmd shaperctl -n r add-class --dev vb --ingress --id 1 --rate "${2}mbit" &&
+      cmd shaperctl -n r add-class --dev vb --ingress --id 1 --rate "${2}mbit" $CLASS_OPTIONS &&
         cmd shaperctl -n r set-default --dev vb --ingress --class 1 &&
         if [ "$1" = shaperctl-ack ]; then cmd shaperctl -n r attach --dev vb; fi ;;
   esac
