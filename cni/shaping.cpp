@@ -103,6 +103,40 @@ void shape_side(const HostDevice& host, Direction side, const ClassSpec& spec)
     shaper.set_default(spec.id);
 }
 
+// The container's egress alone: the host's send side attached in edt mode with no class, so that
+// the host's ACKs of the container's flows wait for the ingress class's clock (bpf/ack_pace.h).
+// Where the kernel has no sch_fq nothing can pace, and that side is left alone. An ADD that
+// shaped the container's ingress before keeps the side and drops its class (or detaches it, in
+// police mode).
+void attach_ack_pacing(const HostDevice& host)
+{
+    if (Shaper::is_attached(host.name, Direction::Egress)) {
+        if (Shaper::open_unlocked(host.name, Direction::Egress).attach_options().mode != SHAPER_MODE_EDT) {
+            Shaper::detach(host.name, Direction::Egress);
+            return;
+        }
+        const Shaper shaper = Shaper::open(host.name, Direction::Egress);
+        shaper.set_default(0);
+        for (const auto& c : shaper.config().classes)
+            shaper.del_class(c.id);
+        return;
+    }
+    AttachOptions options;
+    options.direction = Direction::Egress;
+    try {
+        Shaper::attach(host.name, options);
+    } catch (const QdiscUnavailable&) {
+        // Police mode delays nothing: no side to attach.
+    }
+}
+
+// A side attached only to pace ACKs: the container's egress asked for, its ingress not.
+bool pacing_only(const NetConf& conf, const Shaper& shaper)
+{
+    return conf.container_egress && !conf.container_ingress && shaper.config().classes.empty() &&
+           shaper.attach_options().mode == SHAPER_MODE_EDT;
+}
+
 // Detaches every side of the recorded device, present or deleted since (then only its pins and
 // records are left to remove). A device of that name with another ifindex is not ours.
 void detach_recorded(const HostDevice& host)
@@ -124,8 +158,11 @@ void add_shaping(const NetConf& conf, const HostDevice& host, const Attachment& 
     try {
         for (int i = 0; i < 2; i++) {
             const auto [side, spec] = sides(conf, i);
-            if (!*spec)
+            if (!*spec) {
+                if (side == Direction::Egress && conf.container_egress)
+                    attach_ack_pacing(host);
                 continue;
+            }
             attach_side(host, side);
             shape_side(host, side, **spec);
         }
@@ -147,7 +184,7 @@ void check_shaping(const NetConf& conf, const HostDevice& host)
             const auto [side, spec] = sides(conf, i);
             const bool attached = Shaper::is_attached(host.name, side);
             if (!*spec) {
-                if (attached)
+                if (attached && !pacing_only(conf, Shaper::open_unlocked(host.name, side)))
                     throw CniError(kOther, side_text(host, side) + " is shaped, and the configuration asks for no shaping");
                 continue;
             }

@@ -79,12 +79,13 @@ plugin() {
   echo "$4" | env CNI_COMMAND="$2" CNI_CONTAINERID="$3" CNI_NETNS="/run/netns/$3" CNI_IFNAME=eth0 \
     CNI_PATH="$WORK/bin" "$WORK/bin/$1" >"$WORK/out.$3" 2>"$WORK/err.$3"
 }
-# add CONTAINER: a namespace, bridge ADD, shaperctl-cni ADD; prevResult in $WORK/prev.CONTAINER.
+# add CONTAINER [BANDWIDTH]: a namespace, bridge ADD, shaperctl-cni ADD; prevResult in
+# $WORK/prev.CONTAINER.
 add() {
   ip netns add "$1" || return 1
   plugin bridge ADD "$1" "$(conf_bridge)" || { echo "  bridge ADD $1: $(cat "$WORK/out.$1")"; return 1; }
   cp "$WORK/out.$1" "$WORK/prev.$1"
-  plugin shaperctl-cni ADD "$1" "$(conf_shaper "$(cat "$WORK/prev.$1")")"
+  plugin shaperctl-cni ADD "$1" "$(conf_shaper "$(cat "$WORK/prev.$1")" "${2:-$BW}")"
 }
 del() {
   local prev=null
@@ -166,6 +167,28 @@ plugin shaperctl-cni DEL "$C" "$(conf_shaper "$(cat "$WORK/prev.$C")")"
 check "DEL after the namespace is gone" [ $? = 0 ]
 check "... left no device, side or pin" nothing_left
 plugin bridge DEL "$C" "$(conf_bridge)"
+
+# --- the container's egress alone: the host's ACKs paced where the kernel has sch_fq -------------
+C=$TAG-c
+EGRESS_ONLY='{"egressRate": 20000000, "egressBurst": 200000}'
+pacing_side() { [ $HAS_FQ = 1 ] && echo "egress:edt ingress:police" || echo "ingress:police"; }
+no_class() { [ $HAS_FQ = 0 ] || [ "$("$SHAPERCTL" status --dev "$1" --json --sample 0 | jq '.classes | length')" = 0 ]; }
+if add "$C" "$EGRESS_ONLY"; then pass "ADD of the container's egress alone"; else fail "ADD egress alone: $(cat "$WORK/out.$C")"; fi
+V=$(host_veth "$C")
+check "host veth $V: $(pacing_side) (the send side, edt and classless, only where fq paces ACKs)" \
+  [ "$(sides_of "$V")" = "$(pacing_side)" ] && no_class "$V"
+plugin shaperctl-cni CHECK "$C" "$(conf_shaper "$(cat "$WORK/prev.$C")" "$EGRESS_ONLY")"
+check "CHECK of the container's egress alone" [ $? = 0 ]
+plugin shaperctl-cni ADD "$C" "$(conf_shaper "$(cat "$WORK/prev.$C")")"
+check "ADD again with both directions shapes both" [ "$(sides_of "$V")" = "egress:$egress_mode ingress:police" ] &&
+  [ "$(class_of "$V")" = "10000000 12500" ]
+plugin shaperctl-cni ADD "$C" "$(conf_shaper "$(cat "$WORK/prev.$C")" "$EGRESS_ONLY")"
+check "ADD again with the egress alone drops the container's ingress class" [ "$(sides_of "$V")" = "$(pacing_side)" ] && no_class "$V"
+plugin shaperctl-cni CHECK "$C" "$(conf_shaper "$(cat "$WORK/prev.$C")" "$EGRESS_ONLY")"
+check "... and CHECK agrees" [ $? = 0 ]
+del "$C"; check "DEL" [ $? = 0 ]
+check "DEL left no device, side or pin" nothing_left
+ip netns del "$C"
 
 # --- 8 parallel ADDs, then 8 parallel DELs --------------------------------------------------------
 N="1 2 3 4 5 6 7 8"
