@@ -11,7 +11,9 @@
 #   shaperctl  shaperctl attach --ingress + add-class --ingress: tried on every row; a CLI
 #              without ingress classes makes the row "not available" (its one-line error kept)
 #   shaperctl-ack  the same, and vb's send side attached in edt mode (sch_fq, no class): the
-#              receiver's ACKs paced by the ingress class's clock (bpf/ack_pace.h)
+#              receiver's ACKs paced by the ingress class's clock (bpf/ack_pace.h); the class
+#              with CoDel's paced target and interval (--target 5ms --interval 50ms, what
+#              shaperctl-cni gives it) unless --class-options says otherwise
 # Per row: goodput error vs rate x 1448/1514, retransmits (count and % of the sender's segments),
 # the largest 1 s window after the first second, CE marks seen by the receiver (with ECN), the
 # shaper's drops, and whether the row meets the ingress goal (goodput within 3 % at 20 Mbit and
@@ -47,7 +49,7 @@ if [ -z "${SHAPERCTL_VM:-}" ]; then
       --seconds) seconds="$2"; shift 2 ;;
       --class-options) class_options="$2"; shift 2 ;;
       --report) report=1; shift ;;
-      -h|--help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+      -h|--help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
       *) echo "usage: $0 [--bin PATH] [--out DIR] [--peers \"...\"] [--rates \"MBIT...\"] [--ecn \"on off\"] [--seconds S] [--class-options \"...\"] | --report" >&2; exit 2 ;;
     esac
   done
@@ -241,7 +243,9 @@ setup() {
         UNAVAILABLE="$(head -n1 /tmp/cmd.out | head -c 200)"
         return 1
       fi
-      cmd shaperctl -n r add-class --dev vb --ingress --id 1 --rate "${2}mbit" $CLASS_OPTIONS &&
+      opts=$CLASS_OPTIONS
+      [ "$1" = shaperctl-ack ] && [ -z "$opts" ] && opts="--target 5ms --interval 50ms"
+      cmd shaperctl -n r add-class --dev vb --ingress --id 1 --rate "${2}mbit" $opts &&
         cmd shaperctl -n r set-default --dev vb --ingress --class 1 &&
         if [ "$1" = shaperctl-ack ]; then cmd shaperctl -n r attach --dev vb; fi ;;
   esac

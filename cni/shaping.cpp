@@ -12,6 +12,7 @@
 
 #include "cni_error.h"
 #include "loader/bpffs.h"
+#include "loader/direction.h"
 #include "loader/error.h"
 #include "loader/fd.h"
 #include "loader/shaper.h"
@@ -32,6 +33,18 @@ std::string side_text(const HostDevice& host, Direction side)
 {
     return std::string(side == Direction::Egress ? "the container's ingress" : "the container's egress") +
            " (" + host.name + " " + direction_name(side) + ")";
+}
+
+// The class a side gets: on the host's receive side, CoDel's paced target and interval when the
+// send side paces its ACKs, unless the configuration turned CoDel off.
+ClassSpec side_class(const HostDevice& host, Direction side, ClassSpec spec)
+{
+    if (side == Direction::Ingress && spec.aqm && Shaper::is_attached(host.name, Direction::Egress) &&
+        Shaper::open_unlocked(host.name, Direction::Egress).attach_options().mode == SHAPER_MODE_EDT) {
+        spec.aqm_target_ns = kIngressPacedTargetNs;
+        spec.aqm_interval_ns = kIngressPacedIntervalNs;
+    }
+    return spec;
 }
 
 // One plugin at a time changes shaperctl's state: the library locks each device, but attaches
@@ -164,7 +177,7 @@ void add_shaping(const NetConf& conf, const HostDevice& host, const Attachment& 
                 continue;
             }
             attach_side(host, side);
-            shape_side(host, side, **spec);
+            shape_side(host, side, side_class(host, side, **spec));
         }
     } catch (const Error& e) {
         try {
@@ -198,7 +211,7 @@ void check_shaping(const NetConf& conf, const HostDevice& host)
                 throw CniError(kOther, side_text(host, side) + ": sch_fq was removed (root qdisc " +
                                            status.pacing.root_kind + "): departure times are not enforced");
             const ShaperConfig config = shaper.config();
-            ClassSpec want = **spec;
+            ClassSpec want = side_class(host, side, **spec);
             if (config.classes.size() != 1 || config.default_class != want.id)
                 throw CniError(kOther, side_text(host, side) + ": the classes were changed (expected class " +
                                            std::to_string(want.id) + " alone, as the default)");

@@ -5,12 +5,11 @@
 
 namespace shaperctl {
 
-// CoDel's target and interval on a receive side: the egress target, a shorter interval (senders
-// whose ACKs are paced feel the virtual backlog as a queue's; unpaced ones need marks sooner).
-// Measured at 2, 20 and 200 Mbit, ECN on and off: bench/README.md, ingress.
 const uint64_t kIngressDefaultHorizonNs = 150'000'000;  // 150 ms
-const uint64_t kIngressDefaultTargetNs = 5'000'000;     // 5 ms
-const uint64_t kIngressDefaultIntervalNs = 50'000'000;  // 50 ms
+const uint64_t kIngressDefaultTargetNs = 2'000'000;     // 2 ms
+const uint64_t kIngressDefaultIntervalNs = 5'000'000;   // 5 ms
+const uint64_t kIngressPacedTargetNs = 5'000'000;       // 5 ms
+const uint64_t kIngressPacedIntervalNs = 50'000'000;    // 50 ms
 
 const char* direction_name(Direction direction)
 {

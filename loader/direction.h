@@ -29,5 +29,10 @@ Direction direction_from_name(const std::string& name);
 extern const uint64_t kIngressDefaultHorizonNs;
 extern const uint64_t kIngressDefaultTargetNs;
 extern const uint64_t kIngressDefaultIntervalNs;
+// CoDel's target and interval for a receive side whose ACKs are paced (the send side attached in
+// edt mode, bpf/ack_pace.h): its senders feel the virtual backlog as a queue's, and the unpaced
+// defaults mark them down to an idle class (bench/README.md, ingress).
+extern const uint64_t kIngressPacedTargetNs;
+extern const uint64_t kIngressPacedIntervalNs;
 
 }  // namespace shaperctl
