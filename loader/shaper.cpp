@@ -108,7 +108,6 @@ void remove_device_dirs(const Device& device)
     }
 }
 
-
 // Bytes before the network header on this device, which the datapath's parser must know: 14
 // where the kernel builds an Ethernet header (loopback too), 0 where packets start at the
 // network header (tun, WireGuard, PPP, IP-in-IP), and for any other type (IPoIB's 24 bytes,
