@@ -168,7 +168,7 @@ ping_summary() {
 # direction ROW_PLUGIN DIRECTION MBIT CTR: 4 flows through one direction of the shaping, a ping
 # from the host meanwhile, one "@@CNI {json}" row.
 direction() {
-  local _plugin=$1 _dir=$2 _mbit=$3 _ctr=$4 _err _out _srv _snd _rcv _cli _srvip _s0 _s1 _r0 _r1 _m _pings _t0
+  local _plugin=$1 _dir=$2 _mbit=$3 _ctr=$4 _err _out _srv _snd _rcv _cli _srvip _s0 _s1 _r0 _r1 _m _pings _t0 _c
   PORT=$((PORT + 1))
   _t0=$(uptime_s)
   _pings=$((SECS * 20 - 60))
@@ -199,12 +199,21 @@ ping -n -i 0.05 -c $_pings $CTR_IP   (2 s after the flows start)
   [ -z "$_err" ] || FAILED="${FAILED}iperf3: $_err; "
   jq -e .start "$_out" >/dev/null 2>&1 || echo '{}' >"$_out"
   _m=$(tcp_row "$_out" "$_mbit" $SKIP "$_s0" "$_s1" "$_r0" "$_r1")
+  # shaperctl's class of the direction (the container's egress is the host veth's receive side):
+  # its drops by cause and marks, to tell which mechanism cost the retransmits.
+  _c=null
+  if [ "$_plugin" = shaperctl ] && [ -n "$HOST_VETH" ]; then
+    _c=$(shaperctl status --dev "$HOST_VETH" $([ "$_dir" = egress ] && echo --ingress) --json --sample 0 2>/dev/null |
+      jq -c '.classes[0] // null' 2>/dev/null)
+    [ -n "$_c" ] || _c=null
+  fi
   jq -n -c --arg plugin "$_plugin" --arg dir "$_dir" --argjson mbit "$_mbit" --argjson m "${_m:-null}" \
+    --argjson counters "$_c" \
     --argjson ping "$(ping_summary "/tmp/$_plugin-$_dir.ping" $_pings)" --arg cmds "$CMDS" \
     --arg traffic "$TRAFFIC" --arg failed "$FAILED" --argjson wall "$(elapsed_since "$_t0")" \
     --argjson shaping "$SHAPING" '
     {plugin: $plugin, direction: $dir, rate_mbit: $mbit, available: true} + $m
-    + {ping: $ping, shaping_after_add: $shaping,
+    + {ping: $ping, shaping_after_add: $shaping, shaper_counters: $counters,
        meets: (if $m.goodput_bps == null then null else
          {goodput: (($m.error_pct | fabs) <= 3), retransmits: ($m.retrans_pct != null and $m.retrans_pct <= 1),
           ping: ($ping.p99_ms != null and $ping.p99_ms <= 10)} end),
@@ -232,6 +241,7 @@ run() {
   fi
   _prev=$(jq -c . /tmp/cni.out 2>/dev/null || echo null)
   CTR_IP=$(echo "$_prev" | jq -r '.ips[0].address // empty' 2>/dev/null | cut -d/ -f1)
+  HOST_VETH=$(echo "$_prev" | jq -r '[.interfaces[]? | select(.sandbox == null and .name != "cni0") | .name][0] // empty' 2>/dev/null)
   if [ -z "$FAILED" ] && ! cni ADD "$_ctr" 1 "$_prev"; then
     _left="$(jq -r '.msg // empty' /tmp/cni.out 2>/dev/null | head -c 200)"
     [ -n "$_left" ] || _left="$(head -c 200 /tmp/cni.out /tmp/cni.err | tr '\n' ' ')"
