@@ -37,10 +37,16 @@ std::string side_text(const HostDevice& host, Direction side)
 
 // The class a side gets: on the host's receive side, CoDel's paced target and interval when the
 // send side paces its ACKs, unless the configuration turned CoDel off.
+// Whether the host's send side is attached in edt mode: sch_fq there can hold ACKs.
+bool send_side_paces(const HostDevice& host)
+{
+    return Shaper::is_attached(host.name, Direction::Egress) &&
+           Shaper::open_unlocked(host.name, Direction::Egress).attach_options().mode == SHAPER_MODE_EDT;
+}
+
 ClassSpec side_class(const HostDevice& host, Direction side, ClassSpec spec)
 {
-    if (side == Direction::Ingress && spec.aqm && Shaper::is_attached(host.name, Direction::Egress) &&
-        Shaper::open_unlocked(host.name, Direction::Egress).attach_options().mode == SHAPER_MODE_EDT) {
+    if (side == Direction::Ingress && spec.aqm && send_side_paces(host)) {
         spec.aqm_target_ns = kIngressPacedTargetNs;
         spec.aqm_interval_ns = kIngressPacedIntervalNs;
     }
@@ -124,7 +130,7 @@ void shape_side(const HostDevice& host, Direction side, const ClassSpec& spec)
 void attach_ack_pacing(const HostDevice& host)
 {
     if (Shaper::is_attached(host.name, Direction::Egress)) {
-        if (Shaper::open_unlocked(host.name, Direction::Egress).attach_options().mode != SHAPER_MODE_EDT) {
+        if (!send_side_paces(host)) {
             Shaper::detach(host.name, Direction::Egress);
             return;
         }
