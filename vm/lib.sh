@@ -104,6 +104,13 @@ class_counters() {
   status_json "$1" "$2" | jq -r --argjson id "$3" \
     '.classes[] | select(.id == $id) | "\(.packets) \(.segments) \(.bytes) \(.drops) \(.backlog_ns)"'
 }
+# class_actions NS DEV ID: "name=value ..." of what one class did to packets (drops by cause, marks).
+class_actions() {
+  status_json "$1" "$2" | jq -r --argjson id "$3" '.classes[] | select(.id == $id)
+    | "drops_horizon=\(.drops_horizon) drops_aqm=\(.drops_aqm) drops_fair=\(.drops_fair) ecn_marks=\(.ecn_marks) fair_marks=\(.fair_marks)"'
+}
+# class_actions_delta BEFORE AFTER: as tcp_stats_delta.
+class_actions_delta() { tcp_stats_delta "$@"; }
 # tx_counters NS DEV: "packets bytes" the device transmitted.
 tx_counters() {
   ip -n "$1" -s -j link show dev "$2" | jq -r '.[0].stats64.tx | "\(.packets) \(.bytes)"'

@@ -274,16 +274,22 @@ case_flows8() {
   local _rtts _n _p99 _jain
   begin "8 parallel TCP flows in one 20 Mbit class on va0 and a ping (sparse flow), 6 s"
   klass snd va0 --rate 20mbit || { result FAIL tcp-8flows-20mbit "change-class failed"; return; }
-  iperf_rx rcv 10.0.0.1 5201 /tmp/p8.json -t 6 -P 8 &
+  local _tcp0 _act0
+  _tcp0=$(tcp_stats snd) _act0=$(class_actions snd va0 1)
+  iperf_rx rcv 10.0.0.1 5201 /tmp/p8.json -t 6 -P 8 -i 0.5 &
   local _bulk=$!
   sleep 2
   nsx snd "${PING:-ping}" -n -i 0.05 -c 60 10.0.0.2 >/tmp/p8-ping.txt 2>&1 || true
   wait $_bulk
+  note "class 1: $(class_actions_delta "$_act0" "$(class_actions snd va0 1)"); TCP in snd: $(tcp_stats_delta "$_tcp0" "$(tcp_stats snd)")"
   iperf_failed tcp-8flows-20mbit /tmp/p8.json && return
   _per=$(jq -r '[.end.streams[].receiver.bits_per_second / 1e6 | . * 100 | round / 100] | sort | join(" ")' /tmp/p8.json)
   _jain=$(jain /tmp/p8.json)
-  check_rate tcp-8flows-20mbit "$(jq '.end.sum_received.bits_per_second' /tmp/p8.json)" \
-    "$(calc "20e6 * $TCP_FRAC")" 5 "per flow $_per Mbit/s, Jain $_jain"
+  # The rate is judged from 1 s on: eight connections open one after another, and on a starved
+  # guest the last of them starts late; the first second is their ramp, not the class's rate.
+  note "tcp-8flows-20mbit intervals: $(jq -r '[.intervals[].sum.bits_per_second / 1e6 | . * 100 | round / 100] | join(" ")' /tmp/p8.json) Mbit/s"
+  check_rate tcp-8flows-20mbit "$(goodput_bps /tmp/p8.json 1)" \
+    "$(calc "20e6 * $TCP_FRAC")" 5 "from 1 s on; per flow $_per Mbit/s over the run, Jain $_jain"
   # Sparse flows: the ping leaves ahead of the backlog (plain EDT: ~400 ms). Bounds generous for TCG.
   _rtts=$(grep -o 'time=[0-9.]*' /tmp/p8-ping.txt | cut -d= -f2 | sort -n)
   _n=$(echo "$_rtts" | grep -c . || true)
