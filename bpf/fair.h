@@ -17,12 +17,17 @@
  *    last epoch's share by the class's tolerance (an eighth unless configured otherwise, per
  *    mille of the share) plus a frame, the flow is above its share: one packet
  *    is CE-marked (ECN-capable, ECN on) or dropped, at most once per epoch per flow. A flow past
- *    twice its share has not backed off (a UDP flood): the rest of its epoch is dropped;
+ *    twice its share in two epochs running has not backed off (a UDP flood): past twice its
+ *    share, the rest of its epoch is dropped, and so in every epoch it stays there. The first
+ *    such epoch only signals it: TCP leaving slow start, or holding a large window when new
+ *    flows shrink the share, halves within a round trip of the signal, and dropping what it
+ *    had already sent would cost it retransmissions for nothing;
  *  - only while the class backlog stands above the CoDel target: below it nobody waits long,
  *    and backing flows off would only leave the class idle.
  *
  * A flow at or below the share is never touched; TCP flows above it back off until they are at
- * it. Sparse packets, and flows that have asked for no more than the allowance, are neither
+ * it. A flood holds at most about two shares from its second epoch past them; in its first it
+ * takes what its sending rate wins of the class FIFO. Sparse packets, and flows that have asked for no more than the allowance, are neither
  * counted nor acted on. A dropped packet is charged nowhere.
  *
  * Bound on the count: each count stands for a flow that asked for more than the allowance in
@@ -64,6 +69,28 @@ static __always_inline void fair_roll_epoch(struct shaper_class *cls, __u64 now)
 	__sync_fetch_and_add(&cls->fair_epoch, 1);
 }
 
+/* An epoch as fair_flood keeps it: 1 to 32767, never 0, the value of a fresh record. */
+static __always_inline __u16 fair_flood_epoch(__u32 epoch)
+{
+	return (__u16)((epoch % 0x7fff + 1) << 1);
+}
+
+/* Whether a flow past twice its share now was past twice its share in the last epoch as well:
+ * the first packet past it in an epoch records the epoch (modulo 32767, so a flow that held its
+ * record through a multiple of 32767 epochs, about an hour, may be taken for a flood one epoch
+ * early). */
+static __always_inline bool fair_flooding(struct shaper_flow *flow, __u32 epoch)
+{
+	__u16 flood = flow->fair_flood;
+	const __u16 now = fair_flood_epoch(epoch);
+
+	if ((flood & ~1) != now) {
+		flood = now | ((flood & ~1) == fair_flood_epoch(epoch - 1));
+		flow->fair_flood = flood;
+	}
+	return flood & 1;
+}
+
 /* Counts a bulk packet of `flow` (cost_ns of class time) and says whether its flow is above its
  * share. `delay` is the class backlog the packet would wait behind. */
 static __always_inline enum congestion_verdict fair_decide(struct __sk_buff *skb, struct shaper_flow *flow,
@@ -97,17 +124,18 @@ static __always_inline enum congestion_verdict fair_decide(struct __sk_buff *skb
 	if (!share || delay <= cls->aqm_target_ns || delay <= cls->aqm_floor_ns ||
 	    charged <= share + share * tolerance / 1000 + cls->sparse_allowance_ns / 2)
 		return CONGESTION_PASS;
-	/* Past twice its share a flow has not backed off (UDP floods don't): each further packet
-	 * of the epoch is dropped, so it never holds more than about two shares. Its drops must not
-	 * make it look sparse (nothing queued): it counts as queued up to the backlog. */
-	if (charged > 2 * share + cls->sparse_allowance_ns) {
+	/* Past twice its share for a second epoch running a flow has not backed off (UDP floods
+	 * don't): each further packet of the epoch is dropped, so it never holds more than about
+	 * two shares. Its drops must not make it look sparse (nothing queued): it counts as queued
+	 * up to the backlog. */
+	if (charged > 2 * share + cls->sparse_allowance_ns && fair_flooding(flow, epoch)) {
 		if (flow->last_departure_ns < now + delay)
 			flow->last_departure_ns = now + delay;
 		return CONGESTION_DROP;
 	}
-	if (flow->fair_acted_epoch == epoch)
+	if (flow->fair_acted_epoch == (__u16)epoch)
 		return CONGESTION_PASS;
-	flow->fair_acted_epoch = epoch;
+	flow->fair_acted_epoch = (__u16)epoch;
 	return congestion_signal(skb, cls);
 }
 

@@ -106,6 +106,7 @@ static __always_inline struct shaper_flow *flow_slot(struct __sk_buff *skb, stru
 	way->fair_epoch = 0;
 	way->fair_charged_ns = 0;
 	way->fair_acted_epoch = 0;
+	way->fair_flood = 0;
 	return way;
 }
 #endif /* __bpf__ */

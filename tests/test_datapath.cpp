@@ -449,6 +449,16 @@ protected:
         maps_->write_clock(1, clock);
     }
 
+    // Starts the next epoch now with the same share (10 ms) and no flow counted yet.
+    void next_epoch()
+    {
+        ClassClock clock = maps_->clock(1);
+        clock.fair_epoch++;
+        clock.fair_epoch_ns = now_ns();
+        clock.fair_flows = 0;
+        maps_->write_clock(1, clock);
+    }
+
     Sent send_flow(uint16_t sport, uint8_t ecn)
     {
         auto frame = test::build_frame({.sport = sport, .ecn = ecn});
@@ -469,18 +479,50 @@ TEST_F(Fair, AFlowAboveItsShareIsMarkedOncePerEpochOthersNever)
     for (int i = 1; i <= 12; i++)
         ASSERT_EQ(send_flow(1000, 2).ecn, 2) << "packet " << i << " is within the share";
     EXPECT_EQ(send_flow(1000, 2).ecn, 3) << "the 13th is above it: CE";
+    for (int i = 14; i <= 30; i++)
+        ASSERT_EQ(send_flow(1000, 2).ecn, 2)
+            << "packet " << i << ": once per epoch, and past twice the share only signalled "
+            << "in a first epoch there (TCP halves a round trip after the mark)";
+    next_epoch();
+    for (int i = 1; i <= 12; i++)
+        ASSERT_EQ(send_flow(1000, 2).ecn, 2) << "packet " << i << " of the next epoch";
+    EXPECT_EQ(send_flow(1000, 2).ecn, 3) << "marked again";
     for (int i = 14; i <= 23; i++)
         ASSERT_EQ(send_flow(1000, 2).ecn, 2) << "once per epoch";
-    // Past twice the share plus two frames (23.076 ms) it has not backed off: dropped, ECN or not.
+    // Past twice the share plus two frames (23.076 ms) in a second epoch running: it has not
+    // backed off, and the rest of the epoch is dropped, ECN or not.
     for (int i = 24; i <= 30; i++)
         ASSERT_EQ(send_flow(1000, 2).action, kTcActShot) << "packet " << i;
     for (int i = 0; i < 10; i++)
         ASSERT_EQ(send_flow(2000, 2).ecn, 2) << "another flow within its share";
     const ClassCounters c = maps_->counters(1);
-    EXPECT_EQ(c.fair_marks, 1u);
+    EXPECT_EQ(c.fair_marks, 2u);
     EXPECT_EQ(c.drops_fair, 7u);
-    EXPECT_EQ(c.packets, 33u);
+    EXPECT_EQ(c.packets, 30u + 23u + 10u);
     EXPECT_EQ(maps_->clock(1).fair_flows, 2u);
+}
+
+// A flood is a flow past twice its share epoch after epoch: one that came back within it for an
+// epoch (TCP that halved) starts over, with a first epoch past it only signalled.
+TEST_F(Fair, AFlowBackWithinTwiceItsShareIsNoFloodAgainUntilTwoEpochsPastIt)
+{
+    add_fair_class(10 * kSec);
+    // 30 packets of 1 ms in an epoch, then the next: how many were dropped.
+    auto past_twice = [&] {
+        int dropped = 0;
+        for (int i = 1; i <= 30; i++)
+            dropped += send_flow(1000, 2).action == kTcActShot;
+        next_epoch();
+        return dropped;
+    };
+    EXPECT_EQ(past_twice(), 0) << "the first epoch past twice the share";
+    EXPECT_EQ(past_twice(), 7) << "the second";
+    EXPECT_EQ(past_twice(), 7) << "a flood stays one";
+    for (int i = 1; i <= 15; i++)  // within twice its share for a whole epoch
+        ASSERT_EQ(send_flow(1000, 2).action, kPass);
+    next_epoch();
+    EXPECT_EQ(past_twice(), 0) << "back past twice the share after an epoch within it";
+    EXPECT_EQ(past_twice(), 7) << "and a second epoch running";
 }
 
 TEST_F(Fair, NotEcnCapableIsDroppedAndChargedNowhere)

@@ -282,7 +282,8 @@ TEST_F(Ingress, AFlowOutOfItsBoxIsNotBoxedAgainInItsRespite)
 }
 
 // Fair shares mark a flow above its share; one that cannot be marked passes here (a lone drop
-// would cost a retransmission for little), while a flood past twice its share is still dropped.
+// would cost a retransmission for little), while a flood (past twice its share two epochs
+// running) is still dropped.
 // 8 Mbit: a 1000-byte packet is 1 ms of class time; the share 10 ms, so the 13th packet is above
 // it and the 24th past twice it (as egress's Fair tests).
 TEST_F(Ingress, AFlowAboveItsFairShareThatCannotBeMarkedPassesAFloodIsDropped)
@@ -298,14 +299,22 @@ TEST_F(Ingress, AFlowAboveItsFairShareThatCannotBeMarkedPassesAFloodIsDropped)
     clock.fair_share_ns = 10'000'000;
     clock.fair_epoch = 5;
     maps_->write_clock(1, clock);
+    for (int i = 1; i <= 26; i++)
+        ASSERT_EQ(receive(0, 1000, 0, 0, 1000).action, kPass)
+            << "packet " << i << ": a first epoch past twice the share is only signalled";
+    clock = maps_->clock(1);
+    clock.fair_epoch++;
+    clock.fair_epoch_ns = now_ns();
+    maps_->write_clock(1, clock);
     for (int i = 1; i <= 23; i++)
-        ASSERT_EQ(receive(0, 1000, 0, 0, 1000).action, kPass) << "packet " << i;
+        ASSERT_EQ(receive(0, 1000, 0, 0, 1000).action, kPass) << "packet " << i << " of the next epoch";
     for (int i = 24; i <= 26; i++)
-        ASSERT_EQ(receive(0, 1000, 0, 0, 1000).action, kTcActShot) << "packet " << i << ": a flood";
+        ASSERT_EQ(receive(0, 1000, 0, 0, 1000).action, kTcActShot)
+            << "packet " << i << ": past twice its share a second epoch running, a flood";
     const ClassCounters c = maps_->counters(1);
     EXPECT_EQ(c.drops_fair, 3u);
     EXPECT_EQ(c.fair_marks + c.ecn_marks + c.drops_aqm, 0u);
-    EXPECT_EQ(c.packets, 23u);
+    EXPECT_EQ(c.packets, 26u + 23u);
 }
 
 TEST_F(Ingress, BeyondTheHorizonEverythingIsDroppedUncharged)
