@@ -70,7 +70,8 @@ static __always_inline struct shaper_ack_pace *ack_pace_slot(__u64 tag)
 }
 
 /* The table's gate (slot 0): until_ns non-zero while the ingress side is attached (only then
- * has any flow a record); flow always 0. */
+ * has any flow a record), and from the send side's first held ACK on, when it last held one;
+ * flow always 0. */
 static __always_inline struct shaper_ack_pace *ack_pace_gate(void)
 {
 	__u32 gate = 0;
@@ -153,7 +154,28 @@ static __always_inline __u64 ack_pace_until(struct __sk_buff *skb, const struct 
 		return 0;
 	const __u64 until = *(volatile __u64 *)&r->until_ns;
 
-	return until > now ? until : 0;
+	if (until <= now)
+		return 0;
+	/* Tell the receive side its ACKs are being held (ack_pace_active), rarely enough that the
+	 * gate's line is not written per packet; never reopening a gate its detach closed. */
+	struct shaper_ack_pace *gate = ack_pace_gate();
+
+	if (gate) {
+		const __u64 seen = *(volatile __u64 *)&gate->until_ns;
+
+		if (seen && seen + SHAPER_ACK_PACE_NOTE_NS < now)
+			__sync_val_compare_and_swap(&gate->until_ns, seen, now);
+	}
+	return until;
+}
+
+/* Ingress: whether the send side held an ACK lately, so senders feel the virtual backlog in
+ * their round trip. */
+static __always_inline bool ack_pace_active(__u64 now)
+{
+	struct shaper_ack_pace *gate = ack_pace_gate();
+
+	return gate && *(volatile __u64 *)&gate->until_ns + SHAPER_ACK_PACE_FRESH_NS > now;
 }
 
 #endif /* SHAPER_ACK_PACE_H */

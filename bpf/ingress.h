@@ -28,6 +28,16 @@
  *    retransmission gets through, and the timeout does not back off to twice as long;
  *  - a box's drops are CoDel's drops (counted as such) and, as every drop, charged nowhere.
  *
+ * With ACKs paced (below), a sender's round trip is the backlog itself: in slow start its
+ * window doubles in one, so the backlog doubles before a mark reaches it, and CoDel's first mark
+ * comes an interval after the target is passed (with four initial windows at once the backlog
+ * starts above it). So while the send side holds ACKs (ack_pace_active), past an eighth of the
+ * horizon every ECN-capable packet is CE-marked (a step, as DCTCP's): a sender halves once per
+ * round trip there, and a doubling from an eighth stops below the quarter, far from the half
+ * where boxes start. Senders that are not paced never see the step: marked down to their least
+ * window they still outrun a class whose backlog they do not feel, and boxes' silences serve
+ * them better (bench/README.md, ingress).
+ *
  * Boxes live in a table of SHAPER_FLOW_BOXES slots by (class, flow hash), tagged with the flow:
  * two flows sharing a slot never take each other's box; a new box may take a slot whose flow is
  * in its respite (that flow only loses the respite). The hash is of addresses and ports, never
@@ -54,6 +64,7 @@
 
 #include "vmlinux.h"
 #include <bpf/bpf_endian.h>
+#include "ack_pace.h"
 #include "aqm.h"
 #include "charge.h"
 #include "flow.h"
@@ -170,7 +181,12 @@ static __always_inline enum congestion_verdict ingress_decide(struct __sk_buff *
 			}
 		}
 	}
-	return aqm_decide(skb, class_id, cls, delay, now);
+	enum congestion_verdict v = aqm_decide(skb, class_id, cls, delay, now);
+
+	/* Paced senders: past an eighth of the horizon every ECN-capable packet is marked. */
+	if (v == CONGESTION_PASS && delay > cls->horizon_ns / 8 && ack_pace_active(now))
+		v = congestion_signal(skb, cls);
+	return v;
 }
 
 #endif /* SHAPER_INGRESS_H */

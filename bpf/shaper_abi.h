@@ -128,6 +128,8 @@ enum shaper_mode {
 #define SHAPER_BOX_NS 50000000ull               /* a boxed flow's packets are dropped for 50 ms */
 #define SHAPER_BOX_RESPITE_NS 250000000ull      /* then it is not boxed again for 250 ms */
 #define SHAPER_ACK_PACE_SLOTS 16384u            /* ACK pacing: flow records per device (bpf/ack_pace.h) */
+#define SHAPER_ACK_PACE_FRESH_NS 1000000000ull  /* ACKs are paced if the send side held one this recently */
+#define SHAPER_ACK_PACE_NOTE_NS 100000000ull    /* the send side notes a held ACK at most this often */
 
 /* How far past a horizon neighbour discovery still passes, in bytes at the level's rate
  * (bpf/edt.h): one largest GSO packet, what the class's own traffic may overshoot, and as much
@@ -314,8 +316,9 @@ struct shaper_flow_box {
 };
 
 /* ACK pacing (bpf/ack_pace.h): when the receive side's virtual queue lets a flow's latest data
- * go, and so its ACKs. Slot 0 is the gate: until_ns non-zero while the ingress side is attached,
- * flow always 0. */
+ * go, and so its ACKs. Slot 0 is the gate: until_ns non-zero while the ingress side is attached
+ * (1 from its attach, then when the send side last held an ACK, noted at most every
+ * SHAPER_ACK_PACE_NOTE_NS), flow always 0. */
 struct shaper_ack_pace {
 	__u64 flow;     /* the flow's tag as its ACKs carry the tuple; 0: none */
 	__u64 until_ns; /* its latest data's virtual departure */

@@ -15,6 +15,7 @@ constexpr int kPass = -1;
 constexpr uint8_t kAck = 0x10, kSyn = 0x02, kFin = 0x01;
 constexpr uint32_t kFrame = 1514;
 constexpr uint64_t kRate = 20'000'000;
+constexpr uint64_t kMs = kSec / 1000;
 constexpr uint64_t kHorizon = 2 * kSec;
 constexpr uint64_t kBacklog = kSec / 2;  // below half the horizon: no flow is boxed
 
@@ -253,6 +254,70 @@ TEST_F(AckPace, WithTheGateClosedNothingIsPaced)
     EXPECT_GT(send(kPureAck).tstamp, 0u);
     ingress_->set_ack_pacing(false);  // the receive side detached
     EXPECT_EQ(send(kPureAck).tstamp, 0u);
+}
+
+// The receive side learns from the gate that its ACKs are held: the send side notes when it held
+// one (at most every SHAPER_ACK_PACE_NOTE_NS). Only then, past an eighth of the horizon, every
+// ECN-capable packet is CE-marked, whatever CoDel says (its target here far above the backlog).
+TEST_F(AckPace, WhileAcksAreHeldEveryEcnPacketPastAnEighthOfTheHorizonIsMarked)
+{
+    ClassSpec spec = class_defaults(Direction::Ingress);
+    spec.id = 1;
+    spec.rate_bps = kRate;
+    spec.burst_bytes = 0;
+    spec.horizon_ns = kHorizon;  // an eighth: 250 ms
+    spec.ecn = true;
+    spec.sparse = spec.fair = false;
+    spec.aqm_target_ns = 400 * kMs;  // CoDel and boxes stay quiet below it
+    spec.aqm_interval_ns = 10 * kSec;
+    in_maps_->write_class_config(1, make_class_config(spec, in_maps_->max_classes(), 2 * kSec));
+    std::vector<uint8_t> ect = kData;
+    ect[15] = 2;  // ECT(0)
+    auto gate = [&] {
+        const uint32_t zero = 0;
+        shaper_ack_pace g{};
+        EXPECT_EQ(bpf_map_lookup_elem(ingress_->map_fd("shaper_ack_pace"), &zero, &g), 0);
+        return g.until_ns;
+    };
+    // Received with the ECN field as it leaves the program.
+    auto receive_ecn = [&](const std::vector<uint8_t>& frame) {
+        std::vector<uint8_t> out(frame.size() + 64);
+        __sk_buff ctx{};
+        LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = frame.data(), .data_out = out.data(),
+                    .data_size_in = uint32_t(frame.size()), .data_size_out = uint32_t(out.size()),
+                    .ctx_in = &ctx, .ctx_size_in = sizeof ctx);
+        EXPECT_EQ(bpf_prog_test_run_opts(ingress_->prog_fd(), &opts), 0);
+        EXPECT_EQ(int(opts.retval), kPass);
+        return out[15] & 3;
+    };
+
+    ingress_backlog(300 * kMs);
+    EXPECT_EQ(gate(), 1u) << "opened by the receive side's attach";
+    EXPECT_EQ(receive_ecn(ect), 2) << "no ACK held yet: not paced, no step";
+    const Verdict held = send(kPureAck);
+    ASSERT_GT(held.tstamp, held.after) << "the ACK is held";
+    EXPECT_GE(gate(), held.before);
+    EXPECT_LE(gate(), held.after);
+    ingress_backlog(300 * kMs);
+    EXPECT_EQ(receive_ecn(ect), 3) << "paced, past an eighth of the horizon: CE";
+    EXPECT_EQ(receive_ecn(kData), 0) << "not ECN-capable: passes as it is";
+    ingress_backlog(200 * kMs);
+    EXPECT_EQ(receive_ecn(ect), 2) << "below an eighth";
+    EXPECT_EQ(in_maps_->counters(1).ecn_marks, 1u);
+    EXPECT_EQ(in_maps_->counters(1).drops_aqm, 0u);
+
+    // A second held ACK within SHAPER_ACK_PACE_NOTE_NS leaves the gate's line alone.
+    const uint64_t noted = gate();
+    ingress_backlog(300 * kMs);
+    receive(kData);
+    send(kPureAck);
+    if (now_ns() < noted + SHAPER_ACK_PACE_NOTE_NS) {
+        EXPECT_EQ(gate(), noted);
+    }
+    // A detached receive side's gate is never reopened by a held ACK.
+    ingress_->set_ack_pacing(false);
+    send(kPureAck);
+    EXPECT_EQ(gate(), 0u);
 }
 
 TEST_F(AckPace, PoliceModeCannotHoldAnAck)
