@@ -27,8 +27,9 @@
  *
  * A flow at or below the share is never touched; TCP flows above it back off until they are at
  * it. A flood holds at most about two shares from its second epoch past them; in its first it
- * takes what its sending rate wins of the class FIFO. Sparse packets, and flows that have asked for no more than the allowance, are neither
- * counted nor acted on. A dropped packet is charged nowhere.
+ * takes what its sending rate wins of the class FIFO. Sparse packets, and flows that have asked
+ * for no more than the allowance, are neither counted nor acted on. A dropped packet is charged
+ * nowhere.
  *
  * Bound on the count: each count stands for a flow that asked for more than the allowance in
  * the epoch, so the count times the allowance stays below the class time asked; and a bucket's
