@@ -35,8 +35,8 @@
  * horizon every ECN-capable packet is CE-marked (a step, as DCTCP's): a sender halves once per
  * round trip there, and a doubling from an eighth stops below the quarter, far from the half
  * where boxes start. Senders that are not paced never see the step: marked down to their least
- * window they still outrun a class whose backlog they do not feel, and boxes' silences serve
- * them better (bench/README.md, ingress).
+ * window they still outrun a class whose backlog they do not feel, and only boxes hold them
+ * (applied to them in one run, the step changed nothing measurable: bench/README.md, ingress).
  *
  * Boxes live in a table of SHAPER_FLOW_BOXES slots by (class, flow hash), tagged with the flow:
  * two flows sharing a slot never take each other's box; a new box may take a slot whose flow is
