@@ -35,8 +35,6 @@ std::string side_text(const HostDevice& host, Direction side)
            " (" + host.name + " " + direction_name(side) + ")";
 }
 
-// The class a side gets: on the host's receive side, CoDel's paced target and interval when the
-// send side paces its ACKs, unless the configuration turned CoDel off.
 // Whether the host's send side is attached in edt mode: sch_fq there can hold ACKs.
 bool send_side_paces(const HostDevice& host)
 {
@@ -44,6 +42,8 @@ bool send_side_paces(const HostDevice& host)
            Shaper::open_unlocked(host.name, Direction::Egress).attach_options().mode == SHAPER_MODE_EDT;
 }
 
+// The class a side gets: on the host's receive side, CoDel's paced target and interval when the
+// send side paces its ACKs, unless the configuration turned CoDel off.
 ClassSpec side_class(const HostDevice& host, Direction side, ClassSpec spec)
 {
     if (side == Direction::Ingress && spec.aqm && send_side_paces(host)) {
