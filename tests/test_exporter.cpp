@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cstring>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -80,6 +81,28 @@ size_t rss_kb(pid_t pid)
         if (line.starts_with("VmRSS:"))
             return std::stoul(line.substr(6));
     return 0;
+}
+
+// What a stuck exporter was doing, for a failure message: its state and kernel wait channel,
+// and the accept queue of the listener on `port` (in the calling thread's namespace).
+std::string exporter_state(pid_t pid, int port)
+{
+    std::string state = read_file("/proc/" + std::to_string(pid) + "/stat");
+    if (const size_t paren = state.rfind(')'); paren != std::string::npos)
+        state = state.substr(paren + 2, 1);
+    std::string out = "exporter state " + state + ", waiting in " + read_file("/proc/" + std::to_string(pid) + "/wchan");
+    std::istringstream tcp(read_file("/proc/self/net/tcp"));
+    std::string line;
+    char hex[8];
+    std::snprintf(hex, sizeof hex, ":%04X", port);
+    while (std::getline(tcp, line)) {
+        std::istringstream fields(line);
+        std::string slot, local, remote, st, queues;
+        fields >> slot >> local >> remote >> st >> queues;
+        if (st == "0A" && local.ends_with(hex))  // listening: rx_queue is the accept queue
+            out += ", accept queue " + std::to_string(std::stoul(queues.substr(queues.find(':') + 1), nullptr, 16));
+    }
+    return out;
 }
 
 // Polls `done` every 50 ms for up to `seconds`.
@@ -357,7 +380,6 @@ TEST_F(Exporter, MakesRoomForNewConnectionsClosingIdleKeepAliveOnesFirst)
     const int port = free_port();
     auto exporter = start_exporter(port);
     ASSERT_TRUE(exporter->running());
-    const size_t fds = proc_entries(exporter->pid(), "fd");
 
     const int oldest = connect_loopback(port);  // half-open, older than the idle one
     ASSERT_EQ(::send(oldest, "GET / HTTP/1.1\r\n", 16, MSG_NOSIGNAL), 16);
@@ -366,13 +388,19 @@ TEST_F(Exporter, MakesRoomForNewConnectionsClosingIdleKeepAliveOnesFirst)
     ASSERT_EQ(::send(idle, request.data(), request.size(), MSG_NOSIGNAL), ssize_t(request.size()));
     char answer[512];
     ASSERT_GT(recv(idle, answer, sizeof answer, 0), 0);  // answered, kept alive
+    // Counted once both are in (start_exporter's probe connection is gone by then: its close
+    // came before the request the exporter answered).
+    const size_t fds = proc_entries(exporter->pid(), "fd") - 2;
     std::vector<int> others;
-    for (int i = 0; i < 510; i++)  // 512 with the two above: full
+    for (int i = 0; i < 510; i++) {  // 512 with the two above: full
         others.push_back(connect_loopback(port));
+        ASSERT_GE(others.back(), 0) << "connection " << i << ": " << strerror(errno);
+    }
     // A starved exporter may accept them late (each then lives its 10 s head timeout from its
     // accept): wait for that as long as the exporter needs, not as long as the timeout.
     ASSERT_TRUE(eventually([&] { return proc_entries(exporter->pid(), "fd") == fds + 512; }, 120))
-        << proc_entries(exporter->pid(), "fd") << " fds, " << fds << " before";
+        << proc_entries(exporter->pid(), "fd") << " fds, " << fds << " before; "
+        << exporter_state(exporter->pid(), port);
     EXPECT_FALSE(closed_by_peer(idle));
 
     const int newcomer = connect_loopback(port);
