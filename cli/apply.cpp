@@ -110,7 +110,7 @@ void plan(Target& t)
     }
     t.steps = plan_config(current, w);
     for (const ConfigStep& step : t.steps) {
-        std::string line = describe_step(step, class_defaults(w.side, w.mode));
+        std::string line = describe_step(step, w.side, w.mode);
         if (!line.empty())
             t.lines.push_back(line);
     }

@@ -93,9 +93,11 @@ ojson rule_field_json(const RuleSpec& r, const RuleField& f, const CgroupNames& 
 }
 
 // A class of a device whose side and mode are parsed: its fields over the side's defaults (a
-// horizon of 0 is the default too, as on the command line). check_config() checks the rest.
-ClassSpec parse_class(const json& j, const std::string& path, const ClassSpec& defaults)
+// horizon of 0 is the default for its rate too, as on the command line). check_config()
+// checks the rest.
+ClassSpec parse_class(const json& j, const std::string& path, Direction side, uint32_t mode)
 {
+    const ClassSpec defaults = class_defaults(side);
     check_keys(j, path, "class");
     for (const ClassField& f : class_fields())
         if (f.required && !j.contains(f.name))
@@ -105,7 +107,7 @@ ClassSpec parse_class(const json& j, const std::string& path, const ClassSpec& d
         if (j.contains(f.name))
             f.set(spec, get_class_field(f, j[f.name], path + "." + f.name));
     if (!spec.horizon_ns)
-        spec.horizon_ns = defaults.horizon_ns;
+        spec.horizon_ns = default_horizon(side, mode, spec.rate_bps);
     return spec;
 }
 
@@ -258,9 +260,8 @@ ConfigDevice parse_device(const json& j, const std::string& path, const CgroupNa
     }
     if (j.contains("max_classes"))
         c.max_classes = uint32_t(get_int(j["max_classes"], path + ".max_classes", 2, SHAPER_LIMIT_MAX_CLASSES));
-    const ClassSpec defaults = class_defaults(c.side, c.mode);
     c.classes = parse_list<ClassSpec>(j, path, "classes", d.class_index, "class", [&](const json& v, const std::string& p) {
-        return std::pair{parse_class(v, p, defaults), p + ".id"};
+        return std::pair{parse_class(v, p, c.side, c.mode), p + ".id"};
     });
     if (j.contains("default_class") && !j["default_class"].is_null())
         c.default_class = uint32_t(get_int(j["default_class"], path + ".default_class", 0,

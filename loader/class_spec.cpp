@@ -33,7 +33,7 @@ const std::vector<ClassField>& class_fields()
          CLASS_MEMBER(mpu), "mpu"},
         {"horizon", "horizon_ns", K::Time, SHAPER_HORIZON_MIN_NS, SHAPER_HORIZON_MAX_NS,
          "largest queueing delay accepted, 1us to 60s: 2s, 50ms (default 2s in edt mode, at most "
-         "the fq horizon; 5ms in police mode)",
+         "the fq horizon; 5ms in police mode; on ingress 150ms, or 100 full frames at the rate if longer)",
          CLASS_MEMBER(horizon_ns), "horizon", "on", "off", false, true},
         {"aqm", "aqm", K::Switch, 0, 1, "off (default) or codel: CoDel on the class's backlog (edt mode)",
          CLASS_MEMBER(aqm), "aqm", "codel", "off"},

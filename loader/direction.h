@@ -21,12 +21,18 @@ inline Direction opposite(Direction direction)
 // virtual backlog is what tells senders to slow down, so it is on, with a target and interval
 // near a LAN's round trip, and a horizon of tens of ms bounds what passes beyond the rate.
 ClassSpec class_defaults(Direction direction);
-// The same with the horizon the side stores for a class given none (the mode's, on egress).
-ClassSpec class_defaults(Direction direction, uint32_t mode);
+// The horizon a class given none stores: the mode's on egress. On ingress 150 ms, or the time
+// 100 full frames take at the class's rate where that is longer (2 Mbit/s: 606 ms): a slow
+// class's senders start with four initial windows, and a horizon they overrun on their first
+// round trip is a drop, not a mark (bench/README.md, ingress).
+uint64_t default_horizon(Direction direction, uint32_t mode, uint64_t rate_bps);
+// class_defaults(direction) with the horizon a class of that rate given none stores.
+ClassSpec class_defaults(Direction direction, uint32_t mode, uint64_t rate_bps);
 // "egress" or "ingress" to a side; Error naming the bad text otherwise.
 Direction direction_from_name(const std::string& name);
 
-extern const uint64_t kIngressDefaultHorizonNs;
+extern const uint64_t kIngressDefaultHorizonNs;  // the shortest default; see default_horizon()
+extern const uint64_t kIngressHorizonFrames;
 extern const uint64_t kIngressDefaultTargetNs;
 extern const uint64_t kIngressDefaultIntervalNs;
 // CoDel's target and interval for a receive side whose ACKs are paced (the send side attached in

@@ -151,7 +151,7 @@ std::string describe_rule(const RuleSpec& rule)
     return "class " + std::to_string(rule.class_id) + " " + format_rule_match(rule);
 }
 
-std::string describe_step(const ConfigStep& step, const ClassSpec& defaults)
+std::string describe_step(const ConfigStep& step, Direction side, uint32_t mode)
 {
     using Kind = ConfigStep::Kind;
     if (!step.shown)
@@ -161,7 +161,8 @@ std::string describe_step(const ConfigStep& step, const ClassSpec& defaults)
     case Kind::SetDefault:
         return "~ default class " + id(step.old_default) + " -> " + id(step.new_default);
     case Kind::AddClass:
-        return "+ class " + std::to_string(step.after.id) + " " + class_summary(step.after, defaults);
+        return "+ class " + std::to_string(step.after.id) + " " +
+               class_summary(step.after, class_defaults(side, mode, step.after.rate_bps));
     case Kind::ChangeClass:
         return "~ class " + std::to_string(step.after.id) + " " + class_changes(step.before, step.after);
     case Kind::DeleteClass:

@@ -39,9 +39,9 @@ struct ConfigStep {
 std::vector<ConfigStep> plan_config(const ShaperConfig& current, const ShaperConfig& desired);
 
 // The diff line of a step ("+ class 3 rate 5mbit", "~ class 1 rate 20mbit -> 30mbit",
-// "- rule 20"); "" for internal steps. New classes' lines leave out what equals `defaults`
-// (class_defaults() of the device's side and mode).
-std::string describe_step(const ConfigStep& step, const ClassSpec& defaults);
+// "- rule 20"); "" for internal steps. New classes' lines leave out what equals the defaults of
+// the device's side and mode (class_defaults(), the horizon for the class's rate).
+std::string describe_step(const ConfigStep& step, Direction side, uint32_t mode);
 
 // "src 10.0.0.0/8 proto tcp": a rule's class and matches, as a diff names them.
 std::string describe_rule(const RuleSpec& rule);

@@ -123,11 +123,9 @@ void Shaper::apply(const std::vector<ConfigStep>& steps, const CheckedRules& rul
     }
 }
 
-uint64_t Shaper::default_horizon() const
+uint64_t Shaper::default_horizon(uint64_t rate_bps) const
 {
-    if (device_.direction == Direction::Ingress)
-        return kIngressDefaultHorizonNs;
-    return mode_horizon(record_.mode);
+    return shaperctl::default_horizon(device_.direction, record_.mode, rate_bps);
 }
 
 void Shaper::change(const std::function<void(ShaperConfig&)>& edit) const
@@ -137,7 +135,7 @@ void Shaper::change(const std::function<void(ShaperConfig&)>& edit) const
     edit(desired);
     for (ClassSpec& c : desired.classes)
         if (!c.horizon_ns)
-            c.horizon_ns = default_horizon();
+            c.horizon_ns = default_horizon(c.rate_bps);
     try {
         const CheckedRules rules = check_config(desired, limits(), &current.rules);
         apply(plan_config(current, desired), rules);
@@ -182,7 +180,10 @@ ClassSpec Shaper::class_spec(uint32_t id) const
     auto config = maps_.class_config(id);
     if (!config)
         throw Error(dev_prefix(device_) + no_class(id));
-    return class_spec_from_config(id, *config);
+    ClassSpec spec = class_spec_from_config(id, *config);
+    if (spec.horizon_ns == default_horizon(spec.rate_bps))
+        spec.horizon_ns = 0;  // the default, which follows a new rate
+    return spec;
 }
 
 void Shaper::change_class(const ClassSpec& spec) const

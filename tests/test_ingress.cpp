@@ -117,6 +117,45 @@ TEST_F(IngressSide, EachSideHasItsOwnClassesAndDetachingOneLeavesTheOther)
         << ns_->tc("qdisc show dev sh0");
 }
 
+// A slow class given no horizon gets room for 100 full frames (four flows' initial windows are
+// 40): 606 ms at 2 Mbit/s, where 150 ms would be 25. The default follows a new rate; a horizon
+// given stays; the command line, files and the diff of apply resolve it alike.
+TEST_F(IngressSide, ASlowClassGivenNoHorizonGetsRoomForAHundredFramesThatFollowsItsRate)
+{
+    ok("attach --dev sh0 --ingress");
+    ok("add-class --dev sh0 --ingress --id 1 --rate 2mbit");
+    ok("add-class --dev sh0 --ingress --id 2 --rate 8kbit");
+    ok("add-class --dev sh0 --ingress --id 3 --rate 2mbit --horizon 300ms");
+    const auto horizons = [&] {
+        std::vector<uint64_t> out;
+        const json side = status();
+        for (const json& c : side["classes"])
+            out.push_back(c["horizon_ns"]);
+        return out;
+    };
+    EXPECT_EQ(horizons(), (std::vector<uint64_t>{606'000'000, 60'000'000'000, 300'000'000}))
+        << "100 x 1514 B at 2 Mbit/s, rounded up to a ms; at 8 kbit/s the largest horizon";
+
+    ok("change-class --dev sh0 --ingress --id 1 --rate 20mbit");
+    ok("change-class --dev sh0 --ingress --id 3 --rate 20mbit");
+    EXPECT_EQ(horizons(), (std::vector<uint64_t>{150'000'000, 60'000'000'000, 300'000'000}));
+    ok("change-class --dev sh0 --ingress --id 1 --rate 4mbit");
+    EXPECT_EQ(horizons()[0], 303'000'000u);
+    ok("change-class --dev sh0 --ingress --id 1 --horizon 303ms --rate 2mbit");
+    EXPECT_EQ(horizons()[0], 303'000'000u) << "given, even equal to the old default, it stays";
+
+    // A file's class with no horizon: the default for its rate, and the diff leaves it out.
+    ok("del-class --dev sh0 --ingress --id 1");
+    json file = json::parse(sh("dump --dev sh0").out);
+    file["devices"][0]["classes"].push_back({{"id", 1}, {"rate", "2mbit"}});
+    const std::string path = "/tmp/shaperctl-test-horizon-" + std::to_string(getpid()) + ".json";
+    std::ofstream(path) << file.dump();
+    Outcome diff = sh("apply -f " + path);
+    std::remove(path.c_str());
+    EXPECT_EQ(diff.out, "dev sh0 ingress:\n+ class 1 rate 2mbit\n") << diff.err;
+    EXPECT_EQ(horizons(), (std::vector<uint64_t>{606'000'000, 60'000'000'000, 300'000'000}));
+}
+
 // ACK pacing's table (bpf/ack_pace.h): one per device, pinned beside both sides' directories,
 // made by the first side attached and reused by the other, its gate open while the receive side
 // is attached, and gone with the last side's detach, whichever order they go in.
