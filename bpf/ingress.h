@@ -25,7 +25,10 @@
  *    they come back. (A turn that came sooner near the horizon, and fair shares boxing floods,
  *    measured worse: bench/README.md.)
  *    A flow out of its box is not boxed again for SHAPER_BOX_RESPITE_NS (250 ms): its timeout's
- *    retransmission gets through, and the timeout does not back off to twice as long;
+ *    retransmission gets through, and the timeout does not back off to twice as long. A paced
+ *    flow's box (ACK pacing, below) holds only the packet that opened it: its window is the
+ *    backlog, one loss halves it, and a 50 ms box cost it a timeout and many GRO packets' worth
+ *    of segments for nothing;
  *  - a box's drops are CoDel's drops (counted as such) and, as every drop, charged nowhere.
  *
  * With ACKs paced (below), a sender's round trip is the backlog itself: in slow start its
@@ -176,7 +179,7 @@ static __always_inline enum congestion_verdict ingress_decide(struct __sk_buff *
 			if (now >= until + (mine ? SHAPER_BOX_RESPITE_NS : 0) && delay > cls->horizon_ns / 2 &&
 			    ingress_box_turn(class_id, now)) {
 				box->owner = owner;
-				box->until_ns = now + SHAPER_BOX_NS;
+				box->until_ns = now + (ack_pace_active(now) ? 0 : SHAPER_BOX_NS);
 				return CONGESTION_DROP;
 			}
 		}

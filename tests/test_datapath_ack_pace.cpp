@@ -320,6 +320,35 @@ TEST_F(AckPace, WhileAcksAreHeldEveryEcnPacketPastAnEighthOfTheHorizonIsMarked)
     EXPECT_EQ(gate(), 0u);
 }
 
+// A paced sender's window is the backlog: one lost packet halves it. So past half the horizon a
+// paced flow's box holds that one packet, where an unpaced flow's holds its packets for
+// SHAPER_BOX_NS (Ingress.AboveHalfTheHorizonOneFlowIsBoxedAndTheOthersPass); its respite as ever.
+TEST_F(AckPace, APacedFlowsBoxHoldsOnlyThePacketThatOpenedIt)
+{
+    ClassSpec spec = class_defaults(Direction::Ingress);
+    spec.id = 1;
+    spec.rate_bps = kRate;
+    spec.burst_bytes = 0;
+    spec.horizon_ns = kHorizon;  // half: 1 s
+    spec.sparse = spec.fair = false;
+    spec.aqm_target_ns = 400 * kMs;
+    spec.aqm_interval_ns = 10 * kSec;  // CoDel itself never acts here
+    in_maps_->write_class_config(1, make_class_config(spec, in_maps_->max_classes(), 2 * kSec));
+    ingress_backlog(300 * kMs);
+    ASSERT_EQ(receive(kData).action, kPass);
+    const Verdict held = send(kPureAck);
+    ASSERT_GT(held.tstamp, held.after) << "the ACK is held: the receive side is paced from now";
+
+    ingress_backlog(1200 * kMs);
+    EXPECT_NE(receive(kData).action, kPass) << "boxed";
+    ingress_backlog(1200 * kMs);
+    const Verdict next = receive(kData);
+    if (next.after < held.before + SHAPER_ACK_PACE_FRESH_NS) {  // still paced (a slow machine...)
+        EXPECT_EQ(next.action, kPass) << "the flow's box held one packet, and its respite began";
+        EXPECT_EQ(in_maps_->counters(1).drops_aqm, 1u);
+    }
+}
+
 TEST_F(AckPace, PoliceModeCannotHoldAnAck)
 {
     ingress_backlog(kBacklog);
