@@ -8,7 +8,6 @@
 namespace shaperctl {
 
 const uint64_t kIngressDefaultHorizonNs = 150'000'000;  // 150 ms
-const uint64_t kIngressHorizonFrames = 100;
 const uint64_t kIngressDefaultTargetNs = 2'000'000;     // 2 ms
 const uint64_t kIngressDefaultIntervalNs = 5'000'000;   // 5 ms
 const uint64_t kIngressPacedTargetNs = 5'000'000;       // 5 ms
@@ -35,7 +34,8 @@ uint64_t default_horizon(Direction direction, uint32_t mode, uint64_t rate_bps)
     if (direction == Direction::Egress)
         return mode_horizon(mode);
     // 100 full frames (1514 B) at the rate, rounded up to a whole ms, where that is longer.
-    const uint64_t frames_ms = rate_bps ? (kIngressHorizonFrames * 1514 * 8 * 1000 + rate_bps - 1) / rate_bps : 0;
+    constexpr uint64_t kFrames = 100;
+    const uint64_t frames_ms = rate_bps ? (kFrames * 1514 * 8 * 1000 + rate_bps - 1) / rate_bps : 0;
     const uint64_t frames_ns = frames_ms * 1'000'000;
     return std::clamp<uint64_t>(frames_ns, kIngressDefaultHorizonNs, SHAPER_HORIZON_MAX_NS);
 }

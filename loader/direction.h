@@ -32,7 +32,6 @@ ClassSpec class_defaults(Direction direction, uint32_t mode, uint64_t rate_bps);
 Direction direction_from_name(const std::string& name);
 
 extern const uint64_t kIngressDefaultHorizonNs;  // the shortest default; see default_horizon()
-extern const uint64_t kIngressHorizonFrames;
 extern const uint64_t kIngressDefaultTargetNs;
 extern const uint64_t kIngressDefaultIntervalNs;
 // CoDel's target and interval for a receive side whose ACKs are paced (the send side attached in
