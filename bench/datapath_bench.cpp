@@ -761,6 +761,9 @@ try {
         add("contention_1cpu", "(j) 1 class, 1 CPU", "(j) 1 CPU", measure_parallel(fd, o, {f1}), repeat_method);
         add("contention_2cpu", "(j') 1 class, 2 CPUs at once", "(j') 2 CPUs",
             measure_parallel(fd, o, {f1, f1}), repeat_method, "mean of the two threads");
+        add("contention_2flows", "(j'') 1 class, 2 CPUs, a flow each", "(j'') 2 flows",
+            measure_parallel(fd, o, {f1, udp_frame(veth_dst(1), 40001)}), repeat_method,
+            "as (j'), each CPU its own flow: the class entry is shared, no flow record is");
         add("contention_root", "(k) 2 classes of 1 root, 2 CPUs", "(k) shared root",
             measure_parallel(fd, o, {udp_frame(veth_dst(3)), udp_frame(veth_dst(4))}), repeat_method,
             "each CPU its own leaf; the root charged by both");
@@ -768,6 +771,7 @@ try {
             measure_parallel(fd, o, {udp_frame(veth_dst(2)), udp_frame(veth_dst(5))}), repeat_method,
             "nothing shared (class 2 is the root of (k), idle here)");
         contention = {{"one_cpu_ns", row_of("contention_1cpu")}, {"two_cpus_ns", row_of("contention_2cpu")},
+                      {"two_flows_ns", row_of("contention_2flows")},
                       {"shared_root_ns", row_of("contention_root")}, {"unshared_ns", row_of("contention_none")},
                       {"ratio_same_class", row_of("contention_2cpu") / row_of("contention_1cpu")},
                       {"ratio_shared_root", row_of("contention_root") / row_of("contention_none")}};
