@@ -273,6 +273,14 @@ ConfigDevice parse_device(const json& j, const std::string& path, const CgroupNa
     return d;
 }
 
+// A receive side's horizon at its rate's default goes unsaid, so that a file whose rate is edited
+// brings that rate's default, as change-class does (an egress default follows the mode alone).
+bool follows_rate(const ClassField& f, const ClassSpec& s, const ShaperConfig& c)
+{
+    return f.mode_default && c.side == Direction::Ingress &&
+           uint64_t(f.get(s)) == default_horizon(c.side, c.mode, s.rate_bps);
+}
+
 }  // namespace
 
 const std::vector<std::string>& config_keys(const std::string& object)
@@ -361,7 +369,8 @@ ojson config_json(const std::vector<std::pair<std::string, ShaperConfig>>& devic
         for (const ClassSpec& s : c.classes) {
             ojson k;
             for (const ClassField& f : class_fields())
-                k[f.name] = class_field_json(f, f.get(s));
+                if (!follows_rate(f, s, c))
+                    k[f.name] = class_field_json(f, f.get(s));
             classes.push_back(k);
         }
         d["classes"] = classes;

@@ -439,13 +439,23 @@ TEST_F(Apply, TheIngressSideIsAnEntryOfItsOwn)
     EXPECT_EQ(in["direction"], "ingress");
     EXPECT_EQ(in["mode"], "police");
     EXPECT_EQ(in["classes"][0]["target"], "2ms");
-    EXPECT_EQ(in["classes"][0]["horizon"], "150ms");
+    // The horizon at its rate's default goes unsaid, so that a rate edited in the file brings
+    // its own default, as change-class does.
+    EXPECT_FALSE(in["classes"][0].contains("horizon")) << in;
     EXPECT_EQ(apply(both), "no changes\n");
     EXPECT_EQ(sh("dump --dev sh0").out, sh("dump").out);
 
     json slower = both;
     slower["devices"][1]["classes"][0]["rate"] = "8mbit";
-    EXPECT_EQ(apply(slower), "dev sh0 ingress:\n~ class 1 rate 10mbit -> 8mbit\n");
+    EXPECT_EQ(apply(slower), "dev sh0 ingress:\n~ class 1 rate 10mbit -> 8mbit, horizon 150ms -> 152ms\n");
+    const auto horizon_of_1 = [&] {
+        return json::parse(sh("status --dev sh0 --ingress --json --sample 0").out)["classes"][0]["horizon_ns"];
+    };
+    EXPECT_EQ(horizon_of_1(), 152'000'000u);  // 100 full frames at 8 Mbit/s
+    slower["devices"][1]["classes"][0]["horizon"] = "150ms";  // given: said, and kept
+    EXPECT_EQ(apply(slower), "dev sh0 ingress:\n~ class 1 horizon 152ms -> 150ms\n");
+    EXPECT_EQ(horizon_of_1(), 150'000'000u);
+    EXPECT_EQ(dump()["devices"][1]["classes"][0]["horizon"], "150ms");
 
     const auto side_entry = [](const std::string& rest) {
         return R"({"devices": [{"device": "sh0", "direction": "ingress", )" + rest + "}]}";
