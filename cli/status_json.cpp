@@ -97,7 +97,7 @@ nlohmann::ordered_json status_json_without_classes(const DeviceStatus& st)
                          {"match", format_rule_match(r.rule)},
                          {"packets", r.counters.packets},
                          {"bytes", r.counters.bytes}});
-    return {
+    nlohmann::ordered_json j = {
         {"device", st.device.name},
         {"ifindex", st.device.ifindex},
         {"netns", st.device.netns},
@@ -115,16 +115,18 @@ nlohmann::ordered_json status_json_without_classes(const DeviceStatus& st)
           {"fq_everywhere", st.pacing.fq_everywhere},
           {"fq_horizon_ns", st.pacing.fq_horizon_ns ? nlohmann::ordered_json(st.pacing.fq_horizon_ns)
                                                     : nlohmann::ordered_json(nullptr)}}},
-        {"default_class", id_or_null(st.default_class)},
-        {"max_classes", st.max_classes},
-        {"sample_ns", st.sample_ns},
-        {"unclassified",
-         {{"packets", st.unclassified.packets},
-          {"segments", st.unclassified.segments},
-          {"bytes", st.unclassified.bytes}}},
-        {"classes", nlohmann::ordered_json::array()},
-        {"rules", rules},
     };
+    if (st.device.direction == Direction::Ingress)
+        j["acks_paced"] = st.acks_paced;
+    j["default_class"] = id_or_null(st.default_class);
+    j["max_classes"] = st.max_classes;
+    j["sample_ns"] = st.sample_ns;
+    j["unclassified"] = {{"packets", st.unclassified.packets},
+                         {"segments", st.unclassified.segments},
+                         {"bytes", st.unclassified.bytes}};
+    j["classes"] = nlohmann::ordered_json::array();
+    j["rules"] = rules;
+    return j;
 }
 
 }  // namespace

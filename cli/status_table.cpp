@@ -27,6 +27,9 @@ void StatusTableWriter::head(const DeviceStatus& st)
          << direction_name(st.device.direction) << "  mode " << mode_name(st.mode) << "  "
          << attach_point_name(st.hook, st.device.direction) << " prog " << st.program_id
          << (st.program_tag.empty() ? "" : " tag " + st.program_tag) << "  " << qdisc_summary(st) << "\n";
+    if (st.device.direction == Direction::Ingress)
+        out_ << (st.acks_paced ? "ACKs paced: the send side held one in the last second\n"
+                               : "ACKs not paced: no ACK held by the send side in the last second\n");
     out_ << "default class " << (st.default_class ? std::to_string(st.default_class) : std::string("none"))
          << "  unclassified " << st.unclassified.packets << " pkts " << format_size(st.unclassified.bytes)
          << "\n\n";

@@ -71,6 +71,9 @@ struct DeviceStatus {
     std::string program_tag;  // hex hash of its instructions: which build runs ("" if none)
     bool uses_set_tstamp = false;
     PacingSetup pacing;
+    // Receive side: the send side held an ACK of its flows within the last second (the test the
+    // datapath makes before pacing's marks, steps and boxes, bpf/ack_pace.h).
+    bool acks_paced = false;
     uint32_t default_class = 0;
     uint32_t max_classes = 0;
     ClassCounters unclassified;

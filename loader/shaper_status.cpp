@@ -1,12 +1,29 @@
 #include "loader/shaper.h"
 
+#include <bpf/bpf.h>
+
 #include <thread>
 
 #include "loader/egress_hook.h"
+#include "loader/fd.h"
 #include "loader/program.h"
 
 // Shaper's status: what runs on the device and every class's and rule's counters.
 namespace shaperctl {
+namespace {
+
+// The gate of the table both sides share: the send side writes when it last held an ACK.
+bool acks_paced_now(const Device& device)
+{
+    const Fd map(bpf_obj_get(device.ack_pace_pin().c_str()));
+    const uint32_t gate = 0;
+    shaper_ack_pace value{};
+    if (!map || bpf_map_lookup_elem(map.get(), &gate, &value))
+        return false;
+    return value.until_ns + SHAPER_ACK_PACE_FRESH_NS > monotonic_ns();
+}
+
+}  // namespace
 
 void Shaper::status(std::chrono::nanoseconds sample, const std::function<void(const DeviceStatus&)>& head,
                     const std::function<void(const ClassStatus&)>& each_class) const
@@ -24,6 +41,7 @@ void Shaper::status(std::chrono::nanoseconds sample, const std::function<void(co
         if (st.program_id)
             st.program_tag = prog_tag_hex(st.program_id);
         st.pacing = inspect_pacing(device_.ifindex);
+        st.acks_paced = device_.direction == Direction::Ingress && acks_paced_now(device_);
     }
 
     // The rate estimate's first reading, by id: bytes and when they were read (16 bytes a slot;

@@ -771,6 +771,7 @@ TEST(ExporterText, BothSidesOfADeviceAreDistinctSeries)
         c.spec.id = 1;
         sides[i].classes.push_back(c);
         sides[i].rules.push_back({});
+        sides[i].acks_paced = true;
     }
     const std::string text =
         shaperctl::metrics_text(sides, {{"eth1", shaperctl::Direction::Ingress}});
@@ -784,6 +785,10 @@ TEST(ExporterText, BothSidesOfADeviceAreDistinctSeries)
     EXPECT_TRUE(series.count(R"(shaperctl_class_packets_total{device="eth0",direction="ingress",class="1"})"));
     EXPECT_TRUE(series.count(R"(shaperctl_class_drops_total{device="eth0",direction="ingress",class="1",cause="aqm"})"));
     EXPECT_TRUE(series.count(R"(shaperctl_device_up{device="eth1",direction="ingress"})"));
+    // Whether ACKs are paced is the receive side's alone.
+    EXPECT_NE(text.find("shaperctl_device_acks_paced{device=\"eth0\",direction=\"ingress\"} 1\n"),
+              std::string::npos) << text;
+    EXPECT_EQ(text.find("shaperctl_device_acks_paced{device=\"eth0\"}"), std::string::npos);
 }
 
 // status --watch: redrawn every interval with the rate over it; Ctrl-C ends it with status 0.

@@ -207,6 +207,31 @@ TEST_F(IngressSide, TheAckPacingTableIsSharedAndGoesWithTheLastSide)
     EXPECT_NE(access(pin.substr(0, pin.rfind('/')).c_str(), F_OK), 0) << "nothing of the device's namespace left";
 }
 
+// Status says whether the receive side's ACKs are paced now: whether the send side held one
+// within the last second, the gate the datapath reads before pacing's marks, steps and boxes.
+TEST_F(IngressSide, StatusSaysWhetherTheSendSideHeldAnAckInTheLastSecond)
+{
+    ok("attach --dev sh0 --mode police");
+    ok("attach --dev sh0 --ingress");
+    const auto paced = [&] { return status(" --ingress")["acks_paced"]; };
+    const auto table = [&] { return sh("status --dev sh0 --ingress --sample 0").out; };
+    const auto held = [&](uint64_t at_ns) {  // the gate as the send side writes it
+        Fd fd(bpf_obj_get(side(Direction::Egress).ack_pace_pin().c_str()));
+        const uint32_t zero = 0;
+        const shaper_ack_pace gate{0, at_ns};
+        ASSERT_TRUE(fd && bpf_map_update_elem(fd.get(), &zero, &gate, BPF_ANY) == 0);
+    };
+
+    EXPECT_EQ(paced(), false) << "attached, no ACK held yet";
+    EXPECT_NE(table().find("ACKs not paced"), std::string::npos) << table();
+    EXPECT_FALSE(status("").contains("acks_paced")) << "the send side's status has no such field";
+    held(monotonic_ns());
+    EXPECT_EQ(paced(), true);
+    EXPECT_NE(table().find("ACKs paced: the send side held one"), std::string::npos) << table();
+    held(monotonic_ns() - 2'000'000'000ull);
+    EXPECT_EQ(paced(), false) << "the last one two seconds ago";
+}
+
 TEST_F(IngressSide, BadInputIsRefusedInOneLineAndChangesNothing)
 {
     ok("attach --dev sh0 --mode police");
