@@ -331,7 +331,10 @@ struct shaper_class_stats {
 	__u64 sparse;        /* packets of sparse flows sent ahead of the backlog */
 	__u64 fair_marks;    /* packets CE-marked for a flow above its fair share */
 	__u64 drops_fair;    /* packets dropped for a flow above its fair share (not ECN-capable) */
-	__u64 pad[2];
+	/* This CPU's slice of the class clock (bpf/slice.h): credit from slice_pos to the end,
+	 * whose top bit says the slice was taken behind another CPU's charge. */
+	__u64 slice_pos;
+	__u64 slice_end;
 };
 
 #endif /* SHAPER_ABI_H */
