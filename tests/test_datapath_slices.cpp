@@ -138,4 +138,40 @@ TEST_F(Slices, ARateChangeReachesTheSlices)
     expect_spaced(departures, 4 * kCost);
 }
 
+// A class deleted and added again starts from an idle clock: no CPU keeps a slice of the old
+// one, and one CPU alone charges it exactly.
+TEST_F(Slices, AClassAddedAgainKeepsNoSlice)
+{
+    add_paced_class();
+    backlog_class(1, kSec);
+    for (size_t i = 0; i < 16; i++)
+        ASSERT_EQ(send_on(i).action, -1);
+    maps_->erase_class(1);
+    add_paced_class();
+    for (size_t i = 0; i < 2; i++) {
+        const uint64_t before = tat(1);
+        const Verdict v = send_on(i);
+        expect_departure(v, before);
+        expect_charged(v, before, tat(1), kCost);
+    }
+}
+
+// A GSO packet longer than a slice takes just its own charge: two CPUs sending them in turn
+// leave nothing unused on the clock.
+TEST_F(Slices, APacketLongerThanASliceTakesItsOwnCharge)
+{
+    add_paced_class();
+    const uint64_t start = backlog_class(1, kSec);
+    std::vector<uint64_t> departures;
+    for (size_t i = 0; i < 8; i++) {
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(cpus_[i % 2], &one);
+        ASSERT_EQ(sched_setaffinity(0, sizeof one, &one), 0);
+        departures.push_back(run(40 * 1000, 40).tstamp);  // 40 us at 8 Gbit
+    }
+    expect_spaced(departures, 40 * kCost);
+    EXPECT_EQ(tat(1), start + 8 * 40 * kCost);
+}
+
 }  // namespace
