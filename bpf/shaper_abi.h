@@ -14,6 +14,7 @@
  *                       through the mapping
  *   shaper_class_stats  ARRAY[cpus * max_classes] struct shaper_class_stats  mmapable, datapath
  *                       only: entry cpu * max_classes + id holds one CPU's counters of a class
+ *                       and its slice of the class clock (bpf/slice.h)
  *   shaper_class_aqm    ARRAY[max_classes]  struct shaper_class_aqm    CoDel state, datapath only
  *   shaper_flows        ARRAY[2 * SHAPER_FLOW_BUCKETS] struct shaper_flow: flows' last departures
  *                       and fair-share counts; bucket b of (class, flow hash) is the two tagged
