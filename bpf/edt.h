@@ -201,7 +201,7 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 		__u32 frac = leaf_frac;
 		__u64 whole = i == 0 ? cost_ns : shaper_cost_time(cost, cls->ns_per_byte_fp, &frac);
 		__u64 charge = shaper_round_time(whole, frac, &st->clock_carry);
-		__u64 tat = slice_charge(cls, st, pkt->now, charge);
+		__u64 tat = slice_charge(cls, st, pkt->now, charge, whole + (frac != 0));
 		__u64 dep = gcra_departure(tat, cls->burst_ns, pkt->now);
 
 		stats_add(st, pkt->segs, cost);

@@ -18,8 +18,8 @@
  *    a GCRA schedule of that clock, with gcra.h's bound (burst + rate * T + one packet).
  *  - Slower by the credit left unused: each CPU's open slice (at most SLICE_MAX_NS, or the
  *    charge of a packet given back into it), and the
- *    tail of a slice too short for the CPU's next packet (none when the packets are alike,
- *    shorter than that packet otherwise). Nothing is banked: a charge starts no earlier than
+ *    tail of a slice too short for the CPU's next packet (for packets alike, under 1 ns per
+ *    packet of sub-ns rounding; shorter than that packet otherwise). Nothing is banked: a charge starts no earlier than
  *    now, so credit whose clock time has passed is lost with it.
  *  - Order: packets from different CPUs may leave up to a slice out of their arrival order.
  *  - The shared clock runs ahead of what was charged by the open slices, at most
@@ -63,11 +63,13 @@ static __always_inline __u64 slice_size(__u64 charge)
 
 /*
  * Charges `charge` ns to the class on this CPU; returns where on the clock the charge starts.
+ * `most` is the most a packet of this size is charged (charge.h rounds up or down by 1 ns): a
+ * slice sized on it holds all its packets, so rounding leaves under 1 ns per packet unused.
  * The clock itself moves only by atomics: once it is at or past now it only grows, so a
  * fetch-and-add is exact; the jump from an idle clock to now is a compare-and-swap.
  */
 static __always_inline __u64 slice_charge(struct shaper_class *cls, struct shaper_class_stats *st,
-					  __u64 now, __u64 charge)
+					  __u64 now, __u64 charge, __u64 most)
 {
 	const __u64 raw_end = st->slice_end, end = raw_end & ~SLICE_BEHIND;
 	const __u64 pos = st->slice_pos > now ? st->slice_pos : now;
@@ -78,7 +80,7 @@ static __always_inline __u64 slice_charge(struct shaper_class *cls, struct shape
 		st->slice_pos = pos + charge;
 		return pos;
 	}
-	const __u64 take = (raw_end & SLICE_BEHIND) && tat != end ? slice_size(charge) : charge;
+	const __u64 take = (raw_end & SLICE_BEHIND) && tat != end ? slice_size(most) : charge;
 	__u64 start = 0;
 	bool taken = false;
 
