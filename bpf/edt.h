@@ -25,11 +25,11 @@
  * policer of the same horizon would: over any interval T a level releases at most
  * burst + rate * (T + horizon) + 128 KiB.
  *
- * Concurrency (gcra.h): clocks move only by atomics, and each level's horizon is checked on
- * the clock its own atomic returned; a packet refused there gets its charges back at every
- * level charged. So every packet that leaves, leaves within the horizon of its own now, however
- * many CPUs race. Pass 1 reads the clocks first so that a class already beyond its horizon is
- * not charged at all.
+ * Concurrency (gcra.h, slice.h): clocks move only by atomics, each CPU charging into a slice
+ * of its own, and each level's horizon is checked where the packet's own charge starts; a
+ * packet refused there gets its charges back at every level charged. So every packet that
+ * leaves, leaves within the horizon of its own now, however many CPUs race. Pass 1 reads where
+ * the charges would start first, so that a class already beyond its horizon is not charged.
  */
 #ifndef SHAPER_EDT_H
 #define SHAPER_EDT_H
@@ -117,7 +117,12 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 
 		if (!gcra_usable(cls))
 			break;
+		/* Where this CPU's charge would start: in its slice, or on the shared clock. */
+		struct shaper_class_stats *st = i == 0 ? leaf_stats : stats_of(id);
 		__u64 tat = *(volatile __u64 *)&cls->tat_ns;
+
+		if (st)
+			tat = slice_peek(st, tat, pkt->now);
 		__u64 dep = gcra_departure(tat, cls->burst_ns, pkt->now);
 
 		if (dep > gcra_horizon(cls, pkt->now, neighbour_mask))
@@ -175,8 +180,8 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 			return EDT_DROP;
 	}
 
-	/* Pass 2: charge every level, each checked against its horizon on the clock its atomic
-	 * returns: other CPUs may have charged it since pass 1. */
+	/* Pass 2: charge every level, each checked against its horizon where its charge starts:
+	 * other CPUs may have charged it since pass 1. */
 	__u64 latest = pkt->now, above = pkt->now; /* above: the ancestors' latest departure */
 	bool refused = false;  /* a level's horizon refused the packet */
 	__u32 charged = 0;     /* bit i: level i was charged */
@@ -196,7 +201,7 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 		__u32 frac = leaf_frac;
 		__u64 whole = i == 0 ? cost_ns : shaper_cost_time(cost, cls->ns_per_byte_fp, &frac);
 		__u64 charge = shaper_round_time(whole, frac, &st->clock_carry);
-		__u64 tat = gcra_charge(cls, pkt->now, charge);
+		__u64 tat = slice_charge(cls, st, pkt->now, charge, whole + (frac != 0));
 		__u64 dep = gcra_departure(tat, cls->burst_ns, pkt->now);
 
 		stats_add(st, pkt->segs, cost);

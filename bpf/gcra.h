@@ -13,12 +13,13 @@
  * A level accepts a departure up to its horizon past now; neighbour discovery may pass it by
  * SHAPER_NEIGHBOUR_SLACK_BYTES at the level's rate (edt.h says why).
  *
- * Concurrency: the clock only moves through atomics. Once tat >= now it can only grow, so a
- * fetch-and-add is exact; the jump from an idle clock to now is a compare-and-swap. No charge
- * is lost or doubled. Sub-ns remainders are rounded per CPU (charge.h), with no atomic. The
- * horizon is checked on the clock each level's atomic returns, which counts every charge made
- * before it on any CPU: a packet that lands beyond is given its charges back (an atomic add of
- * minus its cost, at every level charged) and dropped. So every packet that leaves, leaves
+ * Concurrency: the clock only moves through atomics, each CPU charging into a slice of it of
+ * its own (slice.h: exact for a CPU alone on a class; with several, never faster, and slower
+ * by at most the credit their slices leave unused). No charge is lost or doubled. Sub-ns
+ * remainders are rounded per CPU (charge.h), with no atomic. The horizon is checked on where
+ * each level's charge starts, behind every charge made before it on any CPU: a packet that
+ * lands beyond is given its charges back (to the clock, or to the CPU's slice, at every level
+ * charged) and dropped. So every packet that leaves, leaves
  * within the horizon of its own now, however many CPUs race; a charge given back only makes the
  * packets that saw it meanwhile wait (or drop) as if it stood. Pass 1 reads the clocks first so
  * that a class already beyond its horizon is not charged at all.
@@ -29,8 +30,7 @@
 #include "maps.h"
 #include "charge.h"
 #include "stats.h"
-
-#define GCRA_IDLE_CAS_TRIES 4
+#include "slice.h"
 
 /* The class a walk may stand on: configured, with a usable rate. */
 static __always_inline bool gcra_usable(const struct shaper_class *cls)
@@ -47,21 +47,6 @@ static __always_inline struct shaper_class *gcra_class(__u32 id)
 static __always_inline __u64 gcra_departure(__u64 tat, __u64 burst_ns, __u64 now)
 {
 	return tat > now + burst_ns ? tat - burst_ns : now;
-}
-
-/* Advances the clock by `whole` ns; returns the clock before the charge. */
-static __always_inline __u64 gcra_charge(struct shaper_class *cls, __u64 now, __u64 whole)
-{
-	__u64 tat = *(volatile __u64 *)&cls->tat_ns;
-
-	for (int i = 0; i < GCRA_IDLE_CAS_TRIES && tat < now; i++) {
-		__u64 seen = __sync_val_compare_and_swap(&cls->tat_ns, tat, now + whole);
-
-		if (seen == tat)
-			return tat;
-		tat = seen;
-	}
-	return __sync_fetch_and_add(&cls->tat_ns, whole);
 }
 
 /*
@@ -86,7 +71,7 @@ __noinline int gcra_refund(__u32 id, __u32 charged, __u32 rounded_up, __u32 wire
 			const __u64 whole = shaper_cost_time(cost, cls->ns_per_byte_fp, &frac);
 			const __u64 up = (rounded_up >> i) & 1;
 
-			__sync_fetch_and_add(&cls->tat_ns, -(whole + up));
+			slice_refund(cls, st, whole + up);
 			st->clock_carry = up ? st->clock_carry - ((1ull << SHAPER_NS_FRAC_BITS) - frac)
 					     : st->clock_carry + frac;
 			st->packets--;

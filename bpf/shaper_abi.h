@@ -14,6 +14,7 @@
  *                       through the mapping
  *   shaper_class_stats  ARRAY[cpus * max_classes] struct shaper_class_stats  mmapable, datapath
  *                       only: entry cpu * max_classes + id holds one CPU's counters of a class
+ *                       and its slice of the class clock (bpf/slice.h)
  *   shaper_class_aqm    ARRAY[max_classes]  struct shaper_class_aqm    CoDel state, datapath only
  *   shaper_flows        ARRAY[2 * SHAPER_FLOW_BUCKETS] struct shaper_flow: flows' last departures
  *                       and fair-share counts; bucket b of (class, flow hash) is the two tagged
@@ -349,7 +350,10 @@ struct shaper_class_stats {
 	__u64 sparse;        /* packets of sparse flows sent ahead of the backlog */
 	__u64 fair_marks;    /* packets CE-marked for a flow above its fair share */
 	__u64 drops_fair;    /* packets dropped for a flow above its fair share (not ECN-capable) */
-	__u64 pad[2];
+	/* This CPU's slice of the class clock (bpf/slice.h): credit from slice_pos to the end,
+	 * whose top bit says the slice was taken behind another CPU's charge. */
+	__u64 slice_pos;
+	__u64 slice_end;
 };
 
 #endif /* SHAPER_ABI_H */

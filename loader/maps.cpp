@@ -164,6 +164,9 @@ void ShaperMaps::change_class(uint32_t id, const shaper_class_config& config) co
         rescale_ahead(&e.tat_ns, old->rate_bps, config.rate_bps);
         // The fair-share epoch counts class time from this mark: it moves with the clock.
         rescale_ahead(&e.fair_epoch_tat_ns, old->rate_bps, config.rate_bps);
+        // Slices taken before hold clock time the rescale moved: the datapath drops a slice
+        // ending beyond the clock itself (bpf/slice.h), this covers the clock regrowing first.
+        clear_slices(id);
     }
     write_class_config(id, config);
 }
@@ -304,6 +307,16 @@ void ShaperMaps::zero_counters(uint32_t id) const
     for (uint32_t cpu = 0; cpu < cpus_; cpu++)
         for_each_counter(counter_slots()[uint64_t(cpu) * max_classes_ + id], unused,
                          [](auto& counter, uint64_t&) { mapped_store(counter, 0); });
+    clear_slices(id);
+}
+
+void ShaperMaps::clear_slices(uint32_t id) const
+{
+    for (uint32_t cpu = 0; cpu < cpus_; cpu++) {
+        shaper_class_stats& slot = counter_slots()[uint64_t(cpu) * max_classes_ + id];
+        mapped_store(slot.slice_end, 0);
+        mapped_store(slot.slice_pos, 0);
+    }
 }
 
 }  // namespace shaperctl

@@ -100,6 +100,7 @@ private:
     // at mmap(), 12 MB per CPU at 131,072 classes) never count as its memory.
     const MappedArray<shaper_class>& entries() const;
     const MappedArray<shaper_class_stats>& counter_slots() const;
+    void clear_slices(uint32_t id) const;  // every CPU's slice of the class clock (bpf/slice.h)
     void zero_counters(uint32_t id) const;
 
     Fd settings_, config_, classes_, stats_, aqm_;
