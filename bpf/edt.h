@@ -119,10 +119,7 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 			break;
 		/* Where this CPU's charge would start: in its slice, or on the shared clock. */
 		struct shaper_class_stats *st = i == 0 ? leaf_stats : stats_of(id);
-		__u64 tat = *(volatile __u64 *)&cls->tat_ns;
-
-		if (st)
-			tat = slice_peek(st, tat, pkt->now);
+		__u64 tat = st ? slice_peek(st, cls, pkt->now) : *(volatile __u64 *)&cls->tat_ns;
 		__u64 dep = gcra_departure(tat, cls->burst_ns, pkt->now);
 
 		if (dep > gcra_horizon(cls, pkt->now, neighbour_mask))

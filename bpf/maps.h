@@ -26,7 +26,7 @@ SHAPER_PINNED_ARRAY(shaper_settings, BPF_MAP_TYPE_ARRAY, struct shaper_settings,
 SHAPER_PINNED_ARRAY(shaper_class_config, BPF_MAP_TYPE_ARRAY, struct shaper_class_config,
 		    SHAPER_DEFAULT_MAX_CLASSES, 0);
 
-/* Mmapable: its values start on a page, so each 128-byte entry is two cache lines of its own
+/* Mmapable: its values start on a page, so each 192-byte entry is three cache lines of its own
  * (an ordinary array's values start 56 bytes into a line), and the control plane writes configs
  * and moves clocks with atomics of its own through the mapping (a rate change rescales the
  * backlog). */

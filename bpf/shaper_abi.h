@@ -9,7 +9,7 @@
  *                       record of each class (rates as given); the datapath never reads it
  *   shaper_classes      ARRAY[max_classes]  struct shaper_class  mmapable: all a packet reads of
  *                       its class (the config it needs, derived from the record) and its clocks,
- *                       two cache lines, the first enough for a packet of an unbacklogged class.
+ *                       three cache lines: config, backlog state, clocks.
  *                       The control plane writes the config part and moves clocks with atomics,
  *                       through the mapping
  *   shaper_class_stats  ARRAY[cpus * max_classes] struct shaper_class_stats  mmapable, datapath
@@ -46,7 +46,7 @@
 #include <linux/types.h>
 #endif
 
-#define SHAPER_ABI_VERSION 4
+#define SHAPER_ABI_VERSION 5
 
 /* Limits, enforced by the control plane before anything reaches a map. */
 #define SHAPER_DEFAULT_MAX_CLASSES 16384u   /* ids 1..max_classes-1 */
@@ -258,10 +258,12 @@ struct shaper_class_aqm {
 
 /*
  * A class as the packet path sees it: one entry, so a class whose entry is out of the caches
- * costs one miss, not one per map. 128 bytes in a map whose values start on a page: the entry
- * is two whole cache lines, and classes never share one. Line 0 holds all that a packet of a
- * class without backlog reads and writes (the clock and the config it moves by); line 1 what
- * backlogged packets add (sparse flows, fair shares, CoDel's interval).
+ * costs its lines' misses at once, not one map after another. 192 bytes in a map whose values
+ * start on a page: three whole cache lines, and classes never share one. Line 0 is the config
+ * every packet reads, line 1 what backlogged packets add (sparse flows, fair shares): both
+ * change only with the config or once per fair-share epoch, so CPUs charging one class keep
+ * them cached together. Line 2 holds the clocks, which every charge writes: apart, so that a
+ * CPU taking a slice of the clock (bpf/slice.h) does not take the config's line from the others.
  *
  * The config fields are the control plane's copy of shaper_class_config, written field by
  * field (flags last when a class appears, first when it goes). The clocks (GCRA's theoretical
@@ -270,21 +272,19 @@ struct shaper_class_aqm {
  */
 struct shaper_class {
 	/* Line 0: every packet. */
-	__u64 tat_ns;         /* the class clock, monotonic ns */
 	__u64 ns_per_byte_fp; /* as shaper_class_config */
 	__u64 burst_ns;
 	__u64 horizon_ns;
 	__u64 aqm_target_ns;
 	__u64 aqm_floor_ns;
+	__u64 aqm_interval_ns;
 	__s16 overhead;       /* SHAPER_OVERHEAD_MIN..MAX */
 	__u16 mpu;            /* at most SHAPER_MPU_MAX */
 	__u32 parent_id;
 	__u32 flags;          /* SHAPER_CLASS_*; 0: no class */
 	__u32 fair_tolerance_pm; /* as shaper_class_config */
 	/* Line 1: backlogged packets. */
-	__u64 sparse_tat_ns;  /* the sparse allowance's own clock (GCRA at the class rate) */
-	__u64 sparse_allowance_ns;
-	__u64 aqm_interval_ns;
+	__u64 sparse_allowance_ns __attribute__((aligned(64)));
 	/* Fair shares (bpf/fair.h): the current epoch, and the share the last one measured. */
 	__u64 fair_epoch_ns;     /* when the epoch began */
 	__u64 fair_epoch_tat_ns; /* the clock then: class time charged since is tat - this */
@@ -292,6 +292,9 @@ struct shaper_class {
 	__u32 fair_flows;        /* bulk flows counted in the epoch (at most the flow table's ways) */
 	__u32 fair_epoch;        /* epoch serial */
 	__u64 fair_epoch_len_ns; /* this epoch's length; 0: SHAPER_FAIR_EPOCH_NS */
+	/* Line 2: the clocks. */
+	__u64 tat_ns __attribute__((aligned(64))); /* the class clock, monotonic ns */
+	__u64 sparse_tat_ns;  /* the sparse allowance's own clock (GCRA at the class rate) */
 } __attribute__((aligned(64)));
 
 /*

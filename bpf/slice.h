@@ -24,8 +24,12 @@
  *  - Order: packets from different CPUs may leave up to a slice out of their arrival order.
  *  - The shared clock runs ahead of what was charged by the open slices, at most
  *    N * SLICE_MAX_NS: fair shares' epoch charge and status's backlog read that much more.
- *  - A slice ending beyond the shared clock was cut back under it (a rate change rescales the
- *    clock, a class is reset): it is dropped. The control plane clears the slices then too.
+ *  - A packet charged from a slice reads no line another CPU writes: not the shared clock (its
+ *    own line in the class entry, shaper_abi.h), only its CPU's slice and the class config.
+ *    So the control plane clears every CPU's slice when it moves the clock (a rate change
+ *    rescales it, a class is reset). A slice taken in the instant between the control plane's
+ *    move and its clearing survives them: at most one slice (SLICE_MAX_NS of class time) per
+ *    CPU sent on the old clock, once per such change.
  *  - A charge given back (a horizon drop) returns to the clock if it is still the clock's
  *    latest, else to the CPU's slice, for the CPU's next packet.
  */
@@ -40,15 +44,16 @@
 #define SLICE_IDLE_CAS_TRIES 4
 
 /* Where this CPU's next charge at the class starts if nothing moves meanwhile (pass 1's read;
- * slice_charge decides for good). `tat` is the shared clock. */
-static __always_inline __u64 slice_peek(const struct shaper_class_stats *st, __u64 tat, __u64 now)
+ * slice_charge decides for good): in its slice while the slice has credit, else at the clock. */
+static __always_inline __u64 slice_peek(const struct shaper_class_stats *st,
+					const struct shaper_class *cls, __u64 now)
 {
 	const __u64 end = st->slice_end & ~SLICE_BEHIND;
 	const __u64 pos = st->slice_pos > now ? st->slice_pos : now;
 
-	if (end <= tat && (pos < end || end == tat))
+	if (pos < end)
 		return pos;
-	return tat;
+	return *(volatile __u64 *)&cls->tat_ns;
 }
 
 /* 8 charges, halved until at most SLICE_MAX_NS, at least one: a whole number of charges. */
@@ -73,13 +78,13 @@ static __always_inline __u64 slice_charge(struct shaper_class *cls, struct shape
 {
 	const __u64 raw_end = st->slice_end, end = raw_end & ~SLICE_BEHIND;
 	const __u64 pos = st->slice_pos > now ? st->slice_pos : now;
-	__u64 tat = *(volatile __u64 *)&cls->tat_ns;
-	const bool whole = end <= tat; /* not cut back under this CPU */
 
-	if (whole && pos + charge <= end) {
+	if (pos + charge <= end) {
 		st->slice_pos = pos + charge;
 		return pos;
 	}
+	__u64 tat = *(volatile __u64 *)&cls->tat_ns;
+	const bool whole = end <= tat; /* not cut back under this CPU */
 	const __u64 take = (raw_end & SLICE_BEHIND) && tat != end ? slice_size(most) : charge;
 	__u64 start = 0;
 	bool taken = false;

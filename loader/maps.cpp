@@ -289,6 +289,7 @@ void ShaperMaps::write_clock(uint32_t id, const ClassClock& clock) const
         throw Error("cannot write class clock " + std::to_string(id) + ": beyond the map");
     ClassClock c = clock;
     for_each_clock_field(entries()[id], c, [](auto& field, auto value) { mapped_store(field, value); });
+    clear_slices(id);  // taken on the clock as it was (bpf/slice.h)
 }
 
 ClassCounters ShaperMaps::counters(uint32_t id) const
