@@ -774,6 +774,7 @@ try {
                       {"two_flows_ns", row_of("contention_2flows")},
                       {"shared_root_ns", row_of("contention_root")}, {"unshared_ns", row_of("contention_none")},
                       {"ratio_same_class", row_of("contention_2cpu") / row_of("contention_1cpu")},
+                      {"ratio_two_flows", row_of("contention_2flows") / row_of("contention_1cpu")},
                       {"ratio_shared_root", row_of("contention_root") / row_of("contention_none")}};
     }
 

@@ -8,28 +8,30 @@
  *
  * A CPU takes more than its packet's charge only when the clock has moved under it twice in a
  * row: it is not alone on the class. Then the slice is 8 charges of the packet that takes it,
- * halved until at most SLICE_MAX_NS (8 us of class time), never less than that packet's own
- * charge (a GSO packet longer than that takes just its own). A CPU alone on a class takes just
- * each packet's charge, contiguously: the clock and every departure are exactly gcra.h's.
+ * halved until at most SHAPER_SLICE_MAX_NS (16 us of class time), never less than that
+ * packet's own charge (a GSO packet longer than that takes just its own). So slices matter
+ * where contention does, at short charges: millions of packets a second. A CPU alone on a
+ * class takes just each packet's charge, contiguously: the clock and every departure are
+ * exactly gcra.h's.
  *
  * Bounds, for N CPUs charging a class:
  *  - Never faster than the rate, exactly: slices are disjoint intervals of the one clock, each
  *    charge lies inside one and starts no earlier than its packet's now, so the departures are
  *    a GCRA schedule of that clock, with gcra.h's bound (burst + rate * T + one packet).
- *  - Slower by the credit left unused: each CPU's open slice (at most SLICE_MAX_NS, or the
- *    charge of a packet given back into it), and the
- *    tail of a slice too short for the CPU's next packet (for packets alike, under 1 ns per
- *    packet of sub-ns rounding; shorter than that packet otherwise). Nothing is banked: a charge starts no earlier than
- *    now, so credit whose clock time has passed is lost with it.
+ *  - Slower by the credit left unused: each CPU's open slice (at most SHAPER_SLICE_MAX_NS, or
+ *    the charge of a packet given back into it), and the tail of a slice too short for the
+ *    CPU's next packet (for packets alike, under 1 ns per packet of sub-ns rounding; shorter
+ *    than that packet otherwise). Nothing is banked: a charge starts no earlier than now, so
+ *    credit whose clock time has passed is lost with it.
  *  - Order: packets from different CPUs may leave up to a slice out of their arrival order.
  *  - The shared clock runs ahead of what was charged by the open slices, at most
- *    N * SLICE_MAX_NS: fair shares' epoch charge and status's backlog read that much more.
- *  - A packet charged from a slice reads no line another CPU writes: not the shared clock (its
- *    own line in the class entry, shaper_abi.h), only its CPU's slice and the class config.
- *    So the control plane clears every CPU's slice when it moves the clock (a rate change
- *    rescales it, a class is reset). A slice taken in the instant between the control plane's
- *    move and its clearing survives them: at most one slice (SLICE_MAX_NS of class time) per
- *    CPU sent on the old clock, once per such change.
+ *    N * SHAPER_SLICE_MAX_NS: fair shares' epoch charge and status's backlog read that much more.
+ *  - A packet charged from a slice reads no line another CPU writes: not the shared clock (a
+ *    line of its own in the class entry, shaper_abi.h), only its CPU's slice and the class
+ *    config. So the control plane clears every CPU's slice when it moves the clock (a rate
+ *    change rescales it, a class is reset). A slice taken in the instant between the control
+ *    plane's move and its clearing survives them: at most one slice per CPU sent on the old
+ *    clock, once per such change.
  *  - A charge given back (a horizon drop) returns to the clock if it is still the clock's
  *    latest, else to the CPU's slice, for the CPU's next packet.
  */
@@ -38,7 +40,6 @@
 
 #include "maps.h"
 
-#define SLICE_MAX_NS 8000ull
 #define SLICE_CHARGES_LOG2 3
 #define SLICE_BEHIND (1ull << 63) /* in slice_end: taken behind another CPU's charge */
 #define SLICE_IDLE_CAS_TRIES 4
@@ -56,12 +57,12 @@ static __always_inline __u64 slice_peek(const struct shaper_class_stats *st,
 	return *(volatile __u64 *)&cls->tat_ns;
 }
 
-/* 8 charges, halved until at most SLICE_MAX_NS, at least one: a whole number of charges. */
+/* 8 charges, halved until at most SHAPER_SLICE_MAX_NS, at least one: a whole number of charges. */
 static __always_inline __u64 slice_size(__u64 charge)
 {
 	__u64 size = charge << SLICE_CHARGES_LOG2;
 
-	for (int i = 0; i < SLICE_CHARGES_LOG2 && size > SLICE_MAX_NS; i++)
+	for (int i = 0; i < SLICE_CHARGES_LOG2 && size > SHAPER_SLICE_MAX_NS; i++)
 		size >>= 1;
 	return size;
 }

@@ -12,8 +12,6 @@ using namespace shaperctl::test;
 
 namespace {
 
-constexpr uint64_t SLICE_MAX_NS = 8000;  // bpf/slice.h's (which the host cannot include)
-
 class Slices : public Datapath {
 protected:
     void SetUp() override
@@ -80,7 +78,7 @@ TEST_F(Slices, TwoCpusInTurnReleaseWhatOneClockAllows)
     EXPECT_GE(departures.front(), start);
     const uint64_t sent_until = start + kPackets * kCost, clock = tat(1);
     EXPECT_GE(clock, sent_until);
-    EXPECT_LE(clock, sent_until + 2 * SLICE_MAX_NS) << "at most two open slices";
+    EXPECT_LE(clock, sent_until + 2 * SHAPER_SLICE_MAX_NS) << "at most two open slices";
     EXPECT_EQ((clock - start) % kCost, 0u) << "no tail unused";
     EXPECT_LE(*std::max_element(departures.begin(), departures.end()) + kCost, clock);
     EXPECT_GE(in_slice, kPackets / 2) << "the CPUs charged their slices";
@@ -124,13 +122,13 @@ TEST_F(Slices, ARateChangeReachesTheSlices)
         const Verdict v = send_on(i);
         ASSERT_EQ(v.action, -1);
         EXPECT_GE(v.tstamp, rescaled) << "packet " << i;
-        EXPECT_LT(v.tstamp, rescaled + 16 * kCost / 2 + 2 * SLICE_MAX_NS) << "packet " << i;
+        EXPECT_LT(v.tstamp, rescaled + 16 * kCost / 2 + 2 * SHAPER_SLICE_MAX_NS) << "packet " << i;
         departures.push_back(v.tstamp);
     }
     expect_spaced(departures, kCost / 2);
 
     ClassSpec slower = faster;
-    slower.rate_bps = kRate / 4;  // 4 us a packet: slices of two
+    slower.rate_bps = kRate / 4;  // 4 us a packet: slices of four (16 us)
     maps_->change_class(1, make_class_config(slower, maps_->max_classes(), 2 * kSec));
     departures.clear();
     for (size_t i = 0; i < 16; i++)
