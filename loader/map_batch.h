@@ -18,7 +18,7 @@ uint32_t read_map_range(int fd, uint32_t first, uint32_t count, size_t value_byt
 // The size of one key's value in a per-CPU map whose per-CPU value is `bytes`.
 size_t per_cpu_value_bytes(size_t bytes);
 
-constexpr uint32_t kMapChunk = 4096;  // keys per read: 512 KiB of 128-byte values
+constexpr uint32_t kMapChunk = 4096;  // keys per read: 768 KiB of 192-byte values
 
 // each(key, value) for every entry of the array map `fd` of `entries` entries, in key order.
 template <typename Value, typename Each>
