@@ -164,8 +164,8 @@ void ShaperMaps::change_class(uint32_t id, const shaper_class_config& config) co
         rescale_ahead(&e.tat_ns, old->rate_bps, config.rate_bps);
         // The fair-share epoch counts class time from this mark: it moves with the clock.
         rescale_ahead(&e.fair_epoch_tat_ns, old->rate_bps, config.rate_bps);
-        // Slices taken before hold clock time the rescale moved: the datapath drops a slice
-        // ending beyond the clock itself (bpf/slice.h), this covers the clock regrowing first.
+        // Slices taken before hold clock time the rescale moved, and the datapath does not
+        // check a slice against the clock per packet (bpf/slice.h): they go here.
         clear_slices(id);
     }
     write_class_config(id, config);

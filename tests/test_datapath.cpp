@@ -242,7 +242,7 @@ TEST_F(Datapath, ConcurrentChargesAreConserved)
     const unsigned __int128 charged = total + c.clock_carry;
     const unsigned __int128 held = (unsigned __int128)(clock.tat_ns - tat) << 32;
     EXPECT_GE(held, charged);
-    EXPECT_LE(held, charged + ((unsigned __int128)(kThreads * 8'000 + kThreads * kRepeat) << 32));
+    EXPECT_LE(held, charged + ((unsigned __int128)(kThreads * SHAPER_SLICE_MAX_NS + kThreads * kRepeat) << 32));
     EXPECT_LT(c.clock_carry, uint64_t(kThreads) << 32);
     EXPECT_EQ(c.packets, uint64_t(kThreads) * kRepeat);
     EXPECT_EQ(c.bytes, uint64_t(kThreads) * kRepeat * 64);
