@@ -300,11 +300,12 @@ TEST_F(AckPace, WhileAcksAreHeldEveryEcnPacketPastAnEighthOfTheHorizonIsMarked)
     EXPECT_LE(gate(), held.after);
     ingress_backlog(300 * kMs);
     EXPECT_EQ(receive_ecn(ect), 3) << "paced, past an eighth of the horizon: CE";
-    EXPECT_EQ(receive_ecn(kData), 0) << "not ECN-capable: passes as it is";
+    EXPECT_NE(receive(kData).action, kPass) << "not ECN-capable: the flow's first loss";
+    EXPECT_EQ(receive_ecn(kData), 0) << "not ECN-capable, its first loss behind it: passes as it is";
     ingress_backlog(200 * kMs);
     EXPECT_EQ(receive_ecn(ect), 2) << "below an eighth";
     EXPECT_EQ(in_maps_->counters(1).ecn_marks, 1u);
-    EXPECT_EQ(in_maps_->counters(1).drops_aqm, 0u);
+    EXPECT_EQ(in_maps_->counters(1).drops_aqm, 1u);
 
     // A second held ACK within SHAPER_ACK_PACE_NOTE_NS leaves the gate's line alone.
     const uint64_t noted = gate();
@@ -347,6 +348,59 @@ TEST_F(AckPace, APacedFlowsBoxHoldsOnlyThePacketThatOpenedIt)
         EXPECT_EQ(next.action, kPass) << "the flow's box held one packet, and its respite began";
         EXPECT_EQ(in_maps_->counters(1).drops_aqm, 1u);
     }
+}
+
+// Without ECN a paced sender hears nothing from the step, and its slow start doubles its window
+// each round trip until boxes (half the horizon) and the horizon drop its packets in heaps. So
+// each flow's first packet past an eighth that cannot be marked is dropped, once: its sender
+// leaves slow start there. An ECN flow is marked instead and loses nothing; below an eighth,
+// or with no ACK held, nothing is dropped.
+TEST_F(AckPace, APacedFlowsFirstUnmarkablePacketPastAnEighthIsItsOnlyFirstLoss)
+{
+    ClassSpec spec = class_defaults(Direction::Ingress);
+    spec.id = 1;
+    spec.rate_bps = kRate;
+    spec.burst_bytes = 0;
+    spec.horizon_ns = kHorizon;  // an eighth: 250 ms; half: 1 s
+    spec.ecn = true;
+    spec.sparse = spec.fair = false;
+    spec.aqm_target_ns = 200 * kMs;
+    spec.aqm_interval_ns = 10 * kSec;  // CoDel itself never acts here
+    in_maps_->write_class_config(1, make_class_config(spec, in_maps_->max_classes(), 2 * kSec));
+    const auto other = tcp("10.0.0.3", 40001, "10.0.0.2", 80, 1460);
+    auto ect = tcp("10.0.0.4", 40002, "10.0.0.2", 80, 1460);
+    ect[15] = 2;  // ECT(0)
+
+    ingress_backlog(300 * kMs);
+    EXPECT_EQ(receive(kData).action, kPass) << "no ACK held yet: not paced";
+    const Verdict held = send(kPureAck);
+    ASSERT_GT(held.tstamp, held.after) << "the ACK is held: the receive side is paced from now";
+    ingress_backlog(240 * kMs);
+    EXPECT_EQ(receive(kData).action, kPass) << "below an eighth";
+    ingress_backlog(300 * kMs);
+    const Verdict first = receive(kData);
+    if (first.after >= held.before + SHAPER_ACK_PACE_FRESH_NS)
+        GTEST_SKIP() << "the machine took a second between two calls: no longer paced";
+    EXPECT_NE(first.action, kPass) << "the flow's first packet past an eighth";
+    for (int i = 0; i < 3; i++) {
+        ingress_backlog(300 * kMs);
+        EXPECT_EQ(receive(kData).action, kPass) << "its first loss is behind it";
+    }
+    for (const uint8_t flags : {uint8_t(kSyn), uint8_t(kAck | kFin), uint8_t(kAck)}) {
+        ingress_backlog(300 * kMs);
+        EXPECT_EQ(receive(tcp("10.0.0.3", 40001, "10.0.0.2", 80, 0, flags)).action, kPass)
+            << "a SYN, a FIN, a pure ACK: no slow start to end";
+    }
+    ingress_backlog(300 * kMs);
+    EXPECT_NE(receive(other).action, kPass) << "another flow's first data";
+    ingress_backlog(300 * kMs);
+    EXPECT_EQ(receive(other).action, kPass);
+    for (int i = 0; i < 3; i++) {
+        ingress_backlog(300 * kMs);
+        EXPECT_EQ(receive(ect).action, kPass) << "an ECN flow is marked, never dropped";
+    }
+    EXPECT_EQ(in_maps_->counters(1).drops_aqm, 2u);
+    EXPECT_EQ(in_maps_->counters(1).ecn_marks, 3u);
 }
 
 TEST_F(AckPace, PoliceModeCannotHoldAnAck)
