@@ -28,7 +28,8 @@
  *    retransmission gets through, and the timeout does not back off to twice as long. A paced
  *    flow's box (ACK pacing, below) holds only the packet that opened it: its window is the
  *    backlog, one loss halves it, and a 50 ms box cost it a timeout and many GRO packets' worth
- *    of segments for nothing;
+ *    of segments for nothing; and a paced packet that cannot be marked is boxed past a third of
+ *    the horizon (ingress_past_box_line);
  *  - a box's drops are CoDel's drops (counted as such) and, as every drop, charged nowhere.
  *
  * With ACKs paced (below), a sender's round trip is the backlog itself: in slow start its
@@ -150,6 +151,35 @@ static __always_inline bool ingress_box_turn(__u32 class_id, __u64 now)
 					   (__u32)((now + SHAPER_BOX_NS) >> 20) | 1) == turn;
 }
 
+/* Whether the packet's IP header says ECN-capable (ECT(0), ECT(1) or CE already). */
+static __always_inline bool ingress_ecn_capable(struct __sk_buff *skb, const struct packet_fields *f)
+{
+	const __u32 l2 = l2_header_len == SHAPER_L2_AT_NETWORK_HEADER ? 0 : l2_header_len;
+	__u8 b[2];
+
+	if (f->family == 4)
+		return !parse_load(skb, l2 + 1, b, 1) && (b[0] & 3);
+	if (f->family == 6)
+		return !parse_load(skb, l2, b, 2) && ((b[1] >> 4) & 3);
+	return false;
+}
+
+/* Whether a packet's flow may be boxed at this backlog: past half the horizon; a paced sender's
+ * packet that cannot be marked past a third. Paced, the backlog is the sender's round trip:
+ * after a loss the receiver holds the flow's later data until the retransmission, about one
+ * backlog, then hands it to the application at once. Boxing at a third keeps that burst to the
+ * flow's share of a third of the horizon, where a half made a receiver's 1 s windows 1.10-1.16
+ * x the rate at 2 Mbit/s (and 3.5 % retransmits instead of 2 %: bench/README.md, ingress).
+ * ECN-capable senders need no such line: the step holds them below a quarter. */
+static __always_inline bool ingress_past_box_line(struct __sk_buff *skb, const struct packet_view *view,
+						  const struct shaper_class *cls, __u64 delay, __u64 now)
+{
+	if (delay > cls->horizon_ns / 2)
+		return true;
+	return delay > cls->horizon_ns / 3 && ack_pace_active(now) &&
+	       !ingress_ecn_capable(skb, &view->fields);
+}
+
 /* The box slot of the packet's flow, and the flow's tag in *owner. */
 static __always_inline struct shaper_flow_box *ingress_box_of(const struct packet_view *view,
 							      __u32 class_id, __u64 *owner)
@@ -206,8 +236,8 @@ static __always_inline enum congestion_verdict ingress_decide(struct __sk_buff *
 			if (mine && now < until)
 				return CONGESTION_DROP;
 			/* Not in its respite, nor in a box another flow of the slot is in. */
-			if (now >= until + (mine ? SHAPER_BOX_RESPITE_NS : 0) && delay > cls->horizon_ns / 2 &&
-			    ingress_box_turn(class_id, now)) {
+			if (now >= until + (mine ? SHAPER_BOX_RESPITE_NS : 0) &&
+			    ingress_past_box_line(skb, view, cls, delay, now) && ingress_box_turn(class_id, now)) {
 				box->owner = owner;
 				box->until_ns = now + (ack_pace_active(now) ? 0 : SHAPER_BOX_NS);
 				return CONGESTION_DROP;

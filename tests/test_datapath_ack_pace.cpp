@@ -2,6 +2,9 @@
 // packet would have been through its class's virtual queue; the send side's program (edt mode)
 // holds that flow's pure ACKs until then, and nothing else. Both programs share one table, as a
 // device's two attached sides do.
+#include <chrono>
+#include <thread>
+
 #include "datapath_fixture.h"
 #include "loader/direction.h"
 #include "packets.h"
@@ -401,6 +404,47 @@ TEST_F(AckPace, APacedFlowsFirstUnmarkablePacketPastAnEighthIsItsOnlyFirstLoss)
     }
     EXPECT_EQ(in_maps_->counters(1).drops_aqm, 2u);
     EXPECT_EQ(in_maps_->counters(1).ecn_marks, 3u);
+}
+
+// A paced flow's packet that cannot be marked is boxed past a third of the horizon, not a half:
+// after a loss its receiver holds the flow's later data for about a backlog, and a third keeps
+// that burst small. ECN-capable packets are marked there and boxed past the half only.
+TEST_F(AckPace, APacedFlowThatCannotBeMarkedIsBoxedPastAThirdOfTheHorizon)
+{
+    ClassSpec spec = class_defaults(Direction::Ingress);
+    spec.id = 1;
+    spec.rate_bps = kRate;
+    spec.burst_bytes = 0;
+    spec.horizon_ns = kHorizon;  // a third: 667 ms; a half: 1 s
+    spec.ecn = true;
+    spec.sparse = spec.fair = false;
+    spec.aqm_target_ns = 200 * kMs;
+    spec.aqm_interval_ns = 10 * kSec;  // CoDel itself never acts here
+    in_maps_->write_class_config(1, make_class_config(spec, in_maps_->max_classes(), 2 * kSec));
+    auto ect = tcp("10.0.0.4", 40002, "10.0.0.2", 80, 1460);
+    ect[15] = 2;  // ECT(0)
+
+    ingress_backlog(300 * kMs);
+    ASSERT_EQ(receive(kData).action, kPass) << "no ACK held yet: not paced";
+    ASSERT_GT(send(kPureAck).tstamp, 0u) << "held: paced from now";
+    ingress_backlog(300 * kMs);
+    EXPECT_NE(receive(kData).action, kPass) << "its first loss";
+    ingress_backlog(600 * kMs);
+    EXPECT_EQ(receive(kData).action, kPass);
+    std::this_thread::sleep_for(std::chrono::nanoseconds(SHAPER_BOX_RESPITE_NS + 10 * kMs));  // its respite ends
+    const Verdict held = send(kPureAck);
+    ASSERT_GT(held.tstamp, held.after) << "still held: the record is 600 ms ahead";
+    ingress_backlog(600 * kMs);
+    EXPECT_EQ(receive(kData).action, kPass) << "below a third";
+    ingress_backlog(700 * kMs);
+    const Verdict boxed = receive(kData);
+    if (boxed.after >= held.before + SHAPER_ACK_PACE_FRESH_NS)
+        GTEST_SKIP() << "the machine took a second between two calls: no longer paced";
+    EXPECT_NE(boxed.action, kPass) << "past a third, out of its respite: boxed";
+    ingress_backlog(700 * kMs);
+    EXPECT_EQ(receive(ect).action, kPass) << "ECN-capable: marked, not boxed below the half";
+    EXPECT_EQ(in_maps_->counters(1).drops_aqm, 2u);
+    EXPECT_EQ(in_maps_->counters(1).ecn_marks, 1u);
 }
 
 TEST_F(AckPace, PoliceModeCannotHoldAnAck)
