@@ -42,6 +42,15 @@ std::vector<uint8_t> tcp(const std::string& src, uint16_t sport, const std::stri
     return frame;
 }
 
+const std::vector<uint8_t> kData = tcp("10.0.0.1", 40000, "10.0.0.2", 80, 1460);
+const std::vector<uint8_t> kPureAck = tcp("10.0.0.2", 80, "10.0.0.1", 40000, 0);
+// Another flow's data, ECT(0).
+const std::vector<uint8_t> kEctData = [] {
+    auto frame = tcp("10.0.0.4", 40002, "10.0.0.2", 80, 1460);
+    frame[15] = 2;
+    return frame;
+}();
+
 class AckPace : public Datapath {
 protected:
     void SetUp() override
@@ -76,6 +85,33 @@ protected:
         spec.horizon_ns = horizon_ns;
         spec.aqm = spec.sparse = spec.fair = false;
         in_maps_->write_class_config(1, make_class_config(spec, in_maps_->max_classes(), 2 * kSec));
+    }
+
+    // CoDel on, its interval so long it never acts itself: the step, boxes and first losses
+    // alone, at `target`; ECN on, sparse flows and fair shares off, the horizon kHorizon.
+    void ingress_aqm_class(uint64_t target_ns)
+    {
+        ClassSpec spec = class_defaults(Direction::Ingress);
+        spec.id = 1;
+        spec.rate_bps = kRate;
+        spec.burst_bytes = 0;
+        spec.horizon_ns = kHorizon;
+        spec.ecn = true;
+        spec.sparse = spec.fair = false;
+        spec.aqm_target_ns = target_ns;
+        spec.aqm_interval_ns = 10 * kSec;
+        in_maps_->write_class_config(1, make_class_config(spec, in_maps_->max_classes(), 2 * kSec));
+    }
+
+    // Paces the receive side from now: kData passes (not paced yet: nothing held), and its ACK
+    // is held. The held ACK's verdict.
+    Verdict start_pacing()
+    {
+        ingress_backlog(300 * kMs);
+        EXPECT_EQ(receive(kData).action, kPass) << "no ACK held yet: not paced";
+        const Verdict held = send(kPureAck);
+        EXPECT_GT(held.tstamp, held.after) << "the ACK is held: the receive side is paced from now";
+        return held;
     }
 
     static Verdict run_on(const Program& program, const std::vector<uint8_t>& frame, uint32_t segs = 0,
@@ -123,8 +159,7 @@ protected:
     std::unique_ptr<ShaperMaps> in_maps_;
 };
 
-const std::vector<uint8_t> kData = tcp("10.0.0.1", 40000, "10.0.0.2", 80, 1460);
-const std::vector<uint8_t> kPureAck = tcp("10.0.0.2", 80, "10.0.0.1", 40000, 0);
+
 
 TEST_F(AckPace, APureAckOfTheReverseTupleLeavesWhenItsDataWouldHaveBeenThroughTheClass)
 {
@@ -264,16 +299,7 @@ TEST_F(AckPace, WithTheGateClosedNothingIsPaced)
 // ECN-capable packet is CE-marked, whatever CoDel says (its target here far above the backlog).
 TEST_F(AckPace, WhileAcksAreHeldEveryEcnPacketPastAnEighthOfTheHorizonIsMarked)
 {
-    ClassSpec spec = class_defaults(Direction::Ingress);
-    spec.id = 1;
-    spec.rate_bps = kRate;
-    spec.burst_bytes = 0;
-    spec.horizon_ns = kHorizon;  // an eighth: 250 ms
-    spec.ecn = true;
-    spec.sparse = spec.fair = false;
-    spec.aqm_target_ns = 400 * kMs;  // CoDel and boxes stay quiet below it
-    spec.aqm_interval_ns = 10 * kSec;
-    in_maps_->write_class_config(1, make_class_config(spec, in_maps_->max_classes(), 2 * kSec));
+    ingress_aqm_class(400 * kMs);  // an eighth: 250 ms
     std::vector<uint8_t> ect = kData;
     ect[15] = 2;  // ECT(0)
     auto gate = [&] {
@@ -329,19 +355,8 @@ TEST_F(AckPace, WhileAcksAreHeldEveryEcnPacketPastAnEighthOfTheHorizonIsMarked)
 // SHAPER_BOX_NS (Ingress.AboveHalfTheHorizonOneFlowIsBoxedAndTheOthersPass); its respite as ever.
 TEST_F(AckPace, APacedFlowsBoxHoldsOnlyThePacketThatOpenedIt)
 {
-    ClassSpec spec = class_defaults(Direction::Ingress);
-    spec.id = 1;
-    spec.rate_bps = kRate;
-    spec.burst_bytes = 0;
-    spec.horizon_ns = kHorizon;  // half: 1 s
-    spec.sparse = spec.fair = false;
-    spec.aqm_target_ns = 400 * kMs;
-    spec.aqm_interval_ns = 10 * kSec;  // CoDel itself never acts here
-    in_maps_->write_class_config(1, make_class_config(spec, in_maps_->max_classes(), 2 * kSec));
-    ingress_backlog(300 * kMs);
-    ASSERT_EQ(receive(kData).action, kPass);
-    const Verdict held = send(kPureAck);
-    ASSERT_GT(held.tstamp, held.after) << "the ACK is held: the receive side is paced from now";
+    ingress_aqm_class(400 * kMs);  // half: 1 s
+    const Verdict held = start_pacing();
 
     ingress_backlog(1200 * kMs);
     EXPECT_NE(receive(kData).action, kPass) << "boxed";
@@ -360,24 +375,9 @@ TEST_F(AckPace, APacedFlowsBoxHoldsOnlyThePacketThatOpenedIt)
 // or with no ACK held, nothing is dropped.
 TEST_F(AckPace, APacedFlowsFirstUnmarkablePacketPastAnEighthIsItsOnlyFirstLoss)
 {
-    ClassSpec spec = class_defaults(Direction::Ingress);
-    spec.id = 1;
-    spec.rate_bps = kRate;
-    spec.burst_bytes = 0;
-    spec.horizon_ns = kHorizon;  // an eighth: 250 ms; half: 1 s
-    spec.ecn = true;
-    spec.sparse = spec.fair = false;
-    spec.aqm_target_ns = 200 * kMs;
-    spec.aqm_interval_ns = 10 * kSec;  // CoDel itself never acts here
-    in_maps_->write_class_config(1, make_class_config(spec, in_maps_->max_classes(), 2 * kSec));
+    ingress_aqm_class(200 * kMs);  // an eighth: 250 ms; half: 1 s
     const auto other = tcp("10.0.0.3", 40001, "10.0.0.2", 80, 1460);
-    auto ect = tcp("10.0.0.4", 40002, "10.0.0.2", 80, 1460);
-    ect[15] = 2;  // ECT(0)
-
-    ingress_backlog(300 * kMs);
-    EXPECT_EQ(receive(kData).action, kPass) << "no ACK held yet: not paced";
-    const Verdict held = send(kPureAck);
-    ASSERT_GT(held.tstamp, held.after) << "the ACK is held: the receive side is paced from now";
+    const Verdict held = start_pacing();
     ingress_backlog(240 * kMs);
     EXPECT_EQ(receive(kData).action, kPass) << "below an eighth";
     ingress_backlog(300 * kMs);
@@ -400,7 +400,7 @@ TEST_F(AckPace, APacedFlowsFirstUnmarkablePacketPastAnEighthIsItsOnlyFirstLoss)
     EXPECT_EQ(receive(other).action, kPass);
     for (int i = 0; i < 3; i++) {
         ingress_backlog(300 * kMs);
-        EXPECT_EQ(receive(ect).action, kPass) << "an ECN flow is marked, never dropped";
+        EXPECT_EQ(receive(kEctData).action, kPass) << "an ECN flow is marked, never dropped";
     }
     EXPECT_EQ(in_maps_->counters(1).drops_aqm, 2u);
     EXPECT_EQ(in_maps_->counters(1).ecn_marks, 3u);
@@ -411,22 +411,8 @@ TEST_F(AckPace, APacedFlowsFirstUnmarkablePacketPastAnEighthIsItsOnlyFirstLoss)
 // that burst small. ECN-capable packets are marked there and boxed past the half only.
 TEST_F(AckPace, APacedFlowThatCannotBeMarkedIsBoxedPastAThirdOfTheHorizon)
 {
-    ClassSpec spec = class_defaults(Direction::Ingress);
-    spec.id = 1;
-    spec.rate_bps = kRate;
-    spec.burst_bytes = 0;
-    spec.horizon_ns = kHorizon;  // a third: 667 ms; a half: 1 s
-    spec.ecn = true;
-    spec.sparse = spec.fair = false;
-    spec.aqm_target_ns = 200 * kMs;
-    spec.aqm_interval_ns = 10 * kSec;  // CoDel itself never acts here
-    in_maps_->write_class_config(1, make_class_config(spec, in_maps_->max_classes(), 2 * kSec));
-    auto ect = tcp("10.0.0.4", 40002, "10.0.0.2", 80, 1460);
-    ect[15] = 2;  // ECT(0)
-
-    ingress_backlog(300 * kMs);
-    ASSERT_EQ(receive(kData).action, kPass) << "no ACK held yet: not paced";
-    ASSERT_GT(send(kPureAck).tstamp, 0u) << "held: paced from now";
+    ingress_aqm_class(200 * kMs);  // a third: 667 ms; a half: 1 s
+    start_pacing();
     ingress_backlog(300 * kMs);
     EXPECT_NE(receive(kData).action, kPass) << "its first loss";
     ingress_backlog(600 * kMs);
@@ -442,7 +428,7 @@ TEST_F(AckPace, APacedFlowThatCannotBeMarkedIsBoxedPastAThirdOfTheHorizon)
         GTEST_SKIP() << "the machine took a second between two calls: no longer paced";
     EXPECT_NE(boxed.action, kPass) << "past a third, out of its respite: boxed";
     ingress_backlog(700 * kMs);
-    EXPECT_EQ(receive(ect).action, kPass) << "ECN-capable: marked, not boxed below the half";
+    EXPECT_EQ(receive(kEctData).action, kPass) << "ECN-capable: marked, not boxed below the half";
     EXPECT_EQ(in_maps_->counters(1).drops_aqm, 2u);
     EXPECT_EQ(in_maps_->counters(1).ecn_marks, 1u);
 }
