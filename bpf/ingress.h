@@ -38,11 +38,11 @@
  * starts above it). So while the send side holds ACKs (ack_pace_active), past an eighth of the
  * horizon every ECN-capable packet is CE-marked (a step, as DCTCP's): a sender halves once per
  * round trip there, and a doubling from an eighth stops below the quarter, far from the half
- * where boxes start. A packet the step cannot mark (not ECN-capable) is dropped if it is its
- * flow's first there (ingress_first_loss): one loss ends the flow's slow start as a mark would,
- * where without it four flows' doublings ran past the boxes into the horizon, a heap of losses
- * and timeouts at low rates (2 Mbit/s: 7-9 % retransmits, 3-5 timeouts in 12 s; 2.0-2.4 %,
- * none, with it). A flow loses its first loss only once: later, only boxes drop its packets.
+ * where boxes start. A packet the step cannot mark (not ECN-capable, or the class's ECN off) is
+ * dropped if it is its flow's first there (ingress_first_loss): one loss ends the flow's slow
+ * start as a mark would, where without it four flows' doublings ran past the boxes into the
+ * horizon, a heap of losses and timeouts at low rates (bench/README.md, ingress). A flow takes
+ * its first loss once: later, only boxes drop its packets.
  * Senders that are not paced never see the step: marked down to their least
  * window they still outrun a class whose backlog they do not feel, and only boxes hold them
  * (applied to them in one run, the step changed nothing measurable: bench/README.md, ingress).
@@ -151,12 +151,16 @@ static __always_inline bool ingress_box_turn(__u32 class_id, __u64 now)
 					   (__u32)((now + SHAPER_BOX_NS) >> 20) | 1) == turn;
 }
 
-/* Whether the packet's IP header says ECN-capable (ECT(0), ECT(1) or CE already). */
-static __always_inline bool ingress_ecn_capable(struct __sk_buff *skb, const struct packet_fields *f)
+/* Whether the class may CE-mark the packet: ECN on, and ECN-capable in its IP header (ECT(0),
+ * ECT(1) or CE already). */
+static __always_inline bool ingress_markable(struct __sk_buff *skb, const struct packet_fields *f,
+					     const struct shaper_class *cls)
 {
 	const __u32 l2 = l2_header_len == SHAPER_L2_AT_NETWORK_HEADER ? 0 : l2_header_len;
 	__u8 b[2];
 
+	if (!(cls->flags & SHAPER_CLASS_ECN))
+		return false;
 	if (f->family == 4)
 		return !parse_load(skb, l2 + 1, b, 1) && (b[0] & 3);
 	if (f->family == 6)
@@ -170,14 +174,14 @@ static __always_inline bool ingress_ecn_capable(struct __sk_buff *skb, const str
  * backlog, then hands it to the application at once. Boxing at a third keeps that burst to the
  * flow's share of a third of the horizon, where a half made a receiver's 1 s windows 1.10-1.16
  * x the rate at 2 Mbit/s (and 3.5 % retransmits instead of 2 %: bench/README.md, ingress).
- * ECN-capable senders need no such line: the step holds them below a quarter. */
+ * Markable packets need no such line: the step holds their senders below a quarter. */
 static __always_inline bool ingress_past_box_line(struct __sk_buff *skb, const struct packet_view *view,
 						  const struct shaper_class *cls, __u64 delay, __u64 now)
 {
 	if (delay > cls->horizon_ns / 2)
 		return true;
 	return delay > cls->horizon_ns / 3 && ack_pace_active(now) &&
-	       !ingress_ecn_capable(skb, &view->fields);
+	       !ingress_markable(skb, &view->fields, cls);
 }
 
 /* The box slot of the packet's flow, and the flow's tag in *owner. */

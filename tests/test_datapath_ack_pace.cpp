@@ -88,15 +88,15 @@ protected:
     }
 
     // CoDel on, its interval so long it never acts itself: the step, boxes and first losses
-    // alone, at `target`; ECN on, sparse flows and fair shares off, the horizon kHorizon.
-    void ingress_aqm_class(uint64_t target_ns)
+    // alone, at `target`; ECN as given, sparse flows and fair shares off, the horizon kHorizon.
+    void ingress_aqm_class(uint64_t target_ns, bool ecn = true)
     {
         ClassSpec spec = class_defaults(Direction::Ingress);
         spec.id = 1;
         spec.rate_bps = kRate;
         spec.burst_bytes = 0;
         spec.horizon_ns = kHorizon;
-        spec.ecn = true;
+        spec.ecn = ecn;
         spec.sparse = spec.fair = false;
         spec.aqm_target_ns = target_ns;
         spec.aqm_interval_ns = 10 * kSec;
@@ -431,6 +431,23 @@ TEST_F(AckPace, APacedFlowThatCannotBeMarkedIsBoxedPastAThirdOfTheHorizon)
     EXPECT_EQ(receive(kEctData).action, kPass) << "ECN-capable: marked, not boxed below the half";
     EXPECT_EQ(in_maps_->counters(1).drops_aqm, 2u);
     EXPECT_EQ(in_maps_->counters(1).ecn_marks, 1u);
+}
+
+// With the class's ECN off nothing can be marked: an ECN-capable packet is boxed past a third too
+// (the box takes the class's turn, which a first loss does not).
+TEST_F(AckPace, WithTheClassEcnOffAnEcnCapablePacketIsBoxedPastAThird)
+{
+    ingress_aqm_class(200 * kMs, false);
+    const Verdict held = start_pacing();
+    ingress_backlog(700 * kMs);
+    const Verdict boxed = receive(kEctData);
+    if (boxed.after >= held.before + SHAPER_ACK_PACE_FRESH_NS)
+        GTEST_SKIP() << "the machine took a second between two calls: no longer paced";
+    EXPECT_NE(boxed.action, kPass);
+    const uint32_t id = 1;
+    shaper_class_aqm state{};
+    ASSERT_EQ(bpf_map_lookup_elem(ingress_->map_fd("shaper_class_aqm"), &id, &state), 0);
+    EXPECT_NE(state.box_turn, 0u) << "boxed past a third, not a first loss";
 }
 
 TEST_F(AckPace, PoliceModeCannotHoldAnAck)
