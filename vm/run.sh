@@ -77,34 +77,50 @@ clean() { sed -u 's/\r$//; s/\x1bc//g; s/\x1b\[[0-9;?]*[A-Za-z]//g'; }
 console="$tmp/console.log"
 quiet=" quiet"
 [ "$verbose" = 1 ] && quiet=""
-: > "$console"
-boot=$SECONDS
-# stdin from /dev/null so qemu never touches the caller's terminal. -nodefaults
-# drops the default NIC and VGA, which the test needs neither of. timeout's
-# --kill-after covers a qemu that ignores SIGTERM.
-timeout --kill-after=5 "$timeout" \
-  qemu-system-x86_64 -accel tcg -cpu max -smp "$smp" -m "$mem" \
-    -nodefaults -nographic -no-reboot -serial stdio -monitor none \
-    -kernel "$KERNEL" -initrd "$tmp/initramfs" \
-    -append "console=ttyS0 panic=-1 oops=panic${quiet}${append}" \
-    </dev/null >"$console" 2>&1 &
-qpid=$!
 
-# Live view of the console: CRs stripped, boot noise hidden until /init says
-# the scenario starts and after it ended (unless --verbose), markers hidden.
-tail -n +1 -s 0.2 -f --pid="$qpid" "$console" | clean | awk -v verbose="$verbose" '
-  /@@SHAPERCTL_VM_START@@/ { started = 1; next }
-  /@@SHAPERCTL_VM_EXIT=[0-9]+@@/ { started = 0; next }
-  started || verbose { print; fflush() }' &
-tpid=$!
+# One boot: qemu's status in qrc, the console in $console.
+boot_once() {
+  : > "$console"
+  boot=$SECONDS
+  # stdin from /dev/null so qemu never touches the caller's terminal. -nodefaults
+  # drops the default NIC and VGA, which the test needs neither of. timeout's
+  # --kill-after covers a qemu that ignores SIGTERM.
+  timeout --kill-after=5 "$timeout" \
+    qemu-system-x86_64 -accel tcg -cpu max -smp "$smp" -m "$mem" \
+      -nodefaults -nographic -no-reboot -serial stdio -monitor none \
+      -kernel "$KERNEL" -initrd "$tmp/initramfs" \
+      -append "console=ttyS0 panic=-1 oops=panic${quiet}${append}" \
+      </dev/null >"$console" 2>&1 &
+  qpid=$!
 
-set +e
-wait "$qpid"
-qrc=$?
-set -e
-qpid=""
-wait "$tpid" 2>/dev/null || true
-tpid=""
+  # Live view of the console: CRs stripped, boot noise hidden until /init says
+  # the scenario starts and after it ended (unless --verbose), markers hidden.
+  tail -n +1 -s 0.2 -f --pid="$qpid" "$console" | clean | awk -v verbose="$verbose" '
+    /@@SHAPERCTL_VM_START@@/ { started = 1; next }
+    /@@SHAPERCTL_VM_EXIT=[0-9]+@@/ { started = 0; next }
+    started || verbose { print; fflush() }' &
+  tpid=$!
+
+  set +e
+  wait "$qpid"
+  qrc=$?
+  set -e
+  qpid=""
+  wait "$tpid" 2>/dev/null || true
+  tpid=""
+}
+
+# A kernel that panics while it boots, before the scenario starts, has run nothing of ours:
+# under TCG that happens now and then (code patched while another vCPU runs it). Boot again,
+# at most twice, and say so; a panic in the scenario, or a third one, is a failure.
+panicked_before_start() {
+  grep -aq 'Kernel panic - not syncing' "$console" && ! grep -aq '@@SHAPERCTL_VM_START@@' "$console"
+}
+for attempt in 1 2 3; do
+  boot_once
+  [ "$attempt" -lt 3 ] && panicked_before_start || break
+  say "$KVER panicked while booting ($(grep -a -m1 -o 'Kernel panic - not syncing:.*' "$console" | clean)), before the scenario started; booting again (attempt $((attempt + 1)) of 3)"
+done
 
 [ -n "$log" ] && clean < "$console" > "$log"
 status="$(clean < "$console" | grep -ao '@@SHAPERCTL_VM_EXIT=[0-9]*@@' | tail -n1 | tr -dc '0-9' || true)"
