@@ -84,7 +84,7 @@ static __always_inline struct shaper_ack_pace *ack_pace_gate(void)
 static __always_inline bool ack_pace_tcp(struct __sk_buff *skb, const struct packet_fields *f,
 					 __u8 *flags, __s32 *payload)
 {
-	const __u32 l2 = l2_header_len == SHAPER_L2_AT_NETWORK_HEADER ? 0 : l2_header_len;
+	const __u32 l2 = network_offset();
 	__u8 ip[4], tcp[2];
 	__u32 l3 = 40;
 	__s32 ip_payload;

@@ -83,7 +83,7 @@
  * GRO builds); the L2 header alone for any other. */
 static __always_inline __u32 ingress_segment_headers(struct __sk_buff *skb)
 {
-	const __u32 l2 = l2_header_len == SHAPER_L2_AT_NETWORK_HEADER ? 0 : l2_header_len;
+	const __u32 l2 = network_offset();
 	__u16 proto = bpf_ntohs(skb->protocol);
 	__u32 l3 = 0;
 	__u8 l4 = 0;
@@ -156,7 +156,7 @@ static __always_inline bool ingress_box_turn(__u32 class_id, __u64 now)
 static __always_inline bool ingress_markable(struct __sk_buff *skb, const struct packet_fields *f,
 					     const struct shaper_class *cls)
 {
-	const __u32 l2 = l2_header_len == SHAPER_L2_AT_NETWORK_HEADER ? 0 : l2_header_len;
+	const __u32 l2 = network_offset();
 	__u8 b[2];
 
 	if (!(cls->flags & SHAPER_CLASS_ECN))

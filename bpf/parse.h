@@ -35,6 +35,13 @@
  */
 const volatile __u32 l2_header_len = 14;
 
+/* Where the network header starts for parse_load: after the L2 header, or at 0 where
+ * parse_load reads relative to the network header itself. */
+static __always_inline __u32 network_offset(void)
+{
+	return l2_header_len == SHAPER_L2_AT_NETWORK_HEADER ? 0 : l2_header_len;
+}
+
 /* Headers lie within this many bytes of the frame's start, or are read through the helper. */
 #define PARSE_MAX_DIRECT_OFF 256
 

@@ -114,6 +114,13 @@ protected:
         return held;
     }
 
+    // Whether the receive side was still paced when `v` ran: the send side held an ACK (`held`)
+    // within SHAPER_ACK_PACE_FRESH_NS of it (a slow machine may take longer between two calls).
+    static bool still_paced(const Verdict& held, const Verdict& v)
+    {
+        return v.after < held.before + SHAPER_ACK_PACE_FRESH_NS;
+    }
+
     static Verdict run_on(const Program& program, const std::vector<uint8_t>& frame, uint32_t segs = 0,
                           uint64_t tstamp = 0)
     {
@@ -362,7 +369,7 @@ TEST_F(AckPace, APacedFlowsBoxHoldsOnlyThePacketThatOpenedIt)
     EXPECT_NE(receive(kData).action, kPass) << "boxed";
     ingress_backlog(1200 * kMs);
     const Verdict next = receive(kData);
-    if (next.after < held.before + SHAPER_ACK_PACE_FRESH_NS) {  // still paced (a slow machine...)
+    if (still_paced(held, next)) {
         EXPECT_EQ(next.action, kPass) << "the flow's box held one packet, and its respite began";
         EXPECT_EQ(in_maps_->counters(1).drops_aqm, 1u);
     }
@@ -382,7 +389,7 @@ TEST_F(AckPace, APacedFlowsFirstUnmarkablePacketPastAnEighthIsItsOnlyFirstLoss)
     EXPECT_EQ(receive(kData).action, kPass) << "below an eighth";
     ingress_backlog(300 * kMs);
     const Verdict first = receive(kData);
-    if (first.after >= held.before + SHAPER_ACK_PACE_FRESH_NS)
+    if (!still_paced(held, first))
         GTEST_SKIP() << "the machine took a second between two calls: no longer paced";
     EXPECT_NE(first.action, kPass) << "the flow's first packet past an eighth";
     for (int i = 0; i < 3; i++) {
@@ -424,7 +431,7 @@ TEST_F(AckPace, APacedFlowThatCannotBeMarkedIsBoxedPastAThirdOfTheHorizon)
     EXPECT_EQ(receive(kData).action, kPass) << "below a third";
     ingress_backlog(700 * kMs);
     const Verdict boxed = receive(kData);
-    if (boxed.after >= held.before + SHAPER_ACK_PACE_FRESH_NS)
+    if (!still_paced(held, boxed))
         GTEST_SKIP() << "the machine took a second between two calls: no longer paced";
     EXPECT_NE(boxed.action, kPass) << "past a third, out of its respite: boxed";
     ingress_backlog(700 * kMs);
@@ -441,7 +448,7 @@ TEST_F(AckPace, WithTheClassEcnOffAnEcnCapablePacketIsBoxedPastAThird)
     const Verdict held = start_pacing();
     ingress_backlog(700 * kMs);
     const Verdict boxed = receive(kEctData);
-    if (boxed.after >= held.before + SHAPER_ACK_PACE_FRESH_NS)
+    if (!still_paced(held, boxed))
         GTEST_SKIP() << "the machine took a second between two calls: no longer paced";
     EXPECT_NE(boxed.action, kPass);
     const uint32_t id = 1;
