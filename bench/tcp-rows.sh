@@ -33,7 +33,9 @@ mibs() {
 # measured half of a row as JSON. IPERF_JSON is the receiver's iperf3 -J -i 0.1 output (client
 # with -R on the receiver), the four others are mibs objects. Goodput: the receiver's bytes from
 # SKIP s to the last full interval, mean, against MBIT x 1448/1514; retransmits: the sender's
-# RetransSegs of its OutSegs; largest 1 s: 1 s windows of 0.1 s samples starting at SKIP or later.
+# RetransSegs of its OutSegs; largest 1 s: 1 s windows of 0.1 s samples starting at SKIP or later;
+# the samples themselves, the sum's (interval_mbps) and each flow's (stream_mbps, one array per
+# sample), to see which flow stalled or burst.
 tcp_row() {
   jq -c -n --argjson mbit "$2" --argjson skip "$3" --argjson s0 "$4" --argjson s1 "$5" \
     --argjson r0 "$6" --argjson r1 "$7" --slurpfile ip "$1" '
@@ -54,5 +56,6 @@ tcp_row() {
         ce_receiver: $rd.IpExtInCEPkts, delivered_ce_sender: $sd.TcpExtTCPDeliveredCE,
         ect0_receiver: $rd.IpExtInECT0Pkts, not_ect_receiver: $rd.IpExtInNoECTPkts,
         rto_sender: $sd.TcpExtTCPTimeouts, tlp_sender: $sd.TcpExtTCPLossProbes,
-        interval_mbps: [$iv[] | .bits_per_second / 1e4 | round / 100] }'
+        interval_mbps: [$iv[] | .bits_per_second / 1e4 | round / 100],
+        stream_mbps: [$j.intervals[:-1][]?.streams | map(.bits_per_second / 1e4 | round / 100)] }'
 }
