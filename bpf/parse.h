@@ -195,11 +195,9 @@ __noinline int parse_headers(struct __sk_buff *skb, struct packet_fields *f)
 {
 	if (!skb || !f)
 		return 0;
-	__u32 off = l2_header_len;
+	__u32 off = network_offset();
 	__u16 proto = bpf_ntohs(skb->protocol);
 
-	if (l2_header_len == SHAPER_L2_AT_NETWORK_HEADER)
-		off = 0;
 	if (skb->vlan_present)
 		f->vlan = skb->vlan_tci & 0x0fff;
 	if (l2_header_len == 14) {
