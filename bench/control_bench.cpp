@@ -6,9 +6,9 @@
 //   1. map memory: memlock of each pinned map (/proc/self/fdinfo), bytes per class slot
 //   2. adding N classes: make_class_config for all; ShaperMaps::write_class_config in a loop
 //      (one bpf(MAP_UPDATE_ELEM) per class); the same through BPF_MAP_UPDATE_BATCH (config and
-//      clock, what an `apply` could do); Shaper::add_class in a loop (the validated path the CLI
-//      runs: lookup + clock + config per class)
-//   3. add_class/del_class with a parent while N classes exist (parents_of() scans every class)
+//      clock, what an `apply` could do); Shaper::add_class for the first 1,000 (the path the CLI
+//      runs: the whole configuration read, checked, planned, applied), the rest in one change
+//   3. add_class, with and without a parent, and del_class while N classes exist
 //   4. status of N classes in-process, phase by phase (class_ids, counters, configs, clocks,
 //      status_json, dump), and the same reads through BPF_MAP_LOOKUP_BATCH
 // It leaves the N classes configured (default class 1) so that run.sh can time the real
@@ -37,6 +37,7 @@
 
 #include "loader/class_config.h"
 #include "loader/device.h"
+#include "loader/direction.h"
 #include "loader/error.h"
 #include "loader/fd.h"
 #include "loader/libbpf_log.h"
@@ -342,17 +343,42 @@ try {
         throw std::runtime_error("batch: class count mismatch");
     clear_all();
 
-    double t_add = 0, t_parent_add = 0, t_parent_del = 0;
+    // Shaper::add_class is one change of the whole configuration (read, checked, planned,
+    // applied: what `add-class` does), so its cost grows with the classes present: timed for the
+    // first classes and again at N present. The rest go in as one change, as `apply -f` adds them.
+    double t_add_first = 0, t_bulk = 0, t_add_at_n = 0, t_parent_add = 0, t_parent_del = 0;
+    const uint32_t first = std::min<uint32_t>(n, 1000);
     {
         const Shaper shaper = Shaper::open(o.dev);
-        t_add = seconds_of([&] {
-            for (uint32_t i = 0; i < n; i++)
-                shaper.add_class({.id = i + 1, .rate_bps = 10'000'000ull + i, .burst_bytes = 15'000,
-                                  .overhead = 24});
-        }, "shaper_add_class_loop_s");
-        say("Shaper::add_class loop, top level (s)", t_add, "s");
-        // 3. With a parent, while N classes exist: check_parent() -> parents_of() reads every
-        // class. A few adds and deletes, timed each.
+        auto spec_of = [](uint32_t i) {
+            return ClassSpec{.id = i + 1, .rate_bps = 10'000'000ull + i, .burst_bytes = 15'000,
+                             .overhead = 24};
+        };
+        t_add_first = seconds_of([&] {
+            for (uint32_t i = 0; i < first; i++)
+                shaper.add_class(spec_of(i));
+        }, "shaper_add_class_first_s") / first;
+        say(("Shaper::add_class, the first " + std::to_string(first) + " classes (s each)").c_str(), t_add_first, "s");
+        t_bulk = seconds_of([&] {
+            const ShaperConfig current = shaper.config();
+            ShaperConfig desired = current;
+            for (uint32_t i = first; i < n; i++) {
+                ClassSpec c = spec_of(i);
+                c.horizon_ns = default_horizon(Direction::Egress, SHAPER_MODE_POLICE, c.rate_bps);
+                desired.classes.push_back(c);
+            }
+            const CheckedRules rules = check_config(desired, shaper.limits(), &current.rules);
+            shaper.apply(plan_config(current, desired), rules);
+        }, "shaper_bulk_add_s");
+        say(("the other " + std::to_string(n - first) + " in one change (s)").c_str(), t_bulk, "s");
+        // 3. Single changes while N classes exist, top level and with a parent; a few, each.
+        t_add_at_n = seconds_of([&] {
+            for (uint32_t k = 0; k < o.parent_adds; k++)
+                shaper.add_class(spec_of(n + k));
+        }) / o.parent_adds;
+        say("Shaper::add_class, N classes present (s each)", t_add_at_n, "s");
+        for (uint32_t k = 0; k < o.parent_adds; k++)
+            maps.erase_class(n + 1 + k);
         t_parent_add = seconds_of([&] {
             for (uint32_t k = 0; k < o.parent_adds; k++)
                 shaper.add_class({.id = n + 1 + k, .rate_bps = 1'000'000, .parent = 1});
@@ -378,8 +404,10 @@ try {
         {"write_class_config_us_each", t_loop / nd * 1e6},
         {"update_batch_clock_and_config_s", t_batch},
         {"batch_clear_s", t_clear},
-        {"shaper_add_class_loop_s", t_add},
-        {"shaper_add_class_us_each", t_add / nd * 1e6},
+        {"shaper_add_class_first", first},
+        {"shaper_add_class_first_s_each", t_add_first},
+        {"shaper_bulk_add_s", t_bulk},
+        {"shaper_add_class_s_each_at_n", t_add_at_n},
         {"add_class_with_parent_s_each_at_n", t_parent_add},
         {"del_class_s_each_at_n", t_parent_del},
         {"add_n_with_parents_estimate_s", t_parent_add * nd / 2},
