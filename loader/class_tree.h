@@ -4,13 +4,32 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace shaperctl {
 
-using ClassParents = std::map<uint32_t, uint32_t>;  // class id -> parent id (0: top level)
+// Every class's parent (0: top level), as (id, parent) in ascending id, each id once. Every
+// one-item command checks the whole tree, so at 100,000 classes a node per class (a std::map)
+// was most of what add-class cost: ids are looked up in a table by id where they are compact
+// (class ids are below max_classes), else by binary search.
+class ClassParents {
+public:
+    // Any order; where an id repeats, the last one counts.
+    explicit ClassParents(std::vector<std::pair<uint32_t, uint32_t>> pairs);
+
+    const std::vector<std::pair<uint32_t, uint32_t>>& ascending() const { return pairs_; }
+    // The id's place in ascending(), or size() when it has none.
+    size_t index_of(uint32_t id) const;
+    bool has(uint32_t id) const { return index_of(id) < size(); }
+    uint32_t parent_of(uint32_t id) const;  // 0 for a top-level or unknown class
+    size_t size() const { return pairs_.size(); }
+
+private:
+    std::vector<std::pair<uint32_t, uint32_t>> pairs_;
+    std::vector<uint32_t> place_;  // by id: its index in pairs_ + 1, 0 for none (empty: search)
+};
 
 struct TreeFault {
     enum Kind { None, MissingParent, Cycle, TooDeep } kind = None;
@@ -23,7 +42,8 @@ struct TreeFault {
 // The first class (ascending id) whose chain of parents is at fault; none when the tree is sound.
 TreeFault check_class_tree(const ClassParents& parents);
 
-// Levels above each class (0 for a top-level class); a cycle counts as deep.
-std::map<uint32_t, unsigned> class_depths(const ClassParents& parents);
+// Levels above each class (0 for a top-level class), in the order of parents.ascending(); a
+// cycle counts as deep.
+std::vector<unsigned> class_depths(const ClassParents& parents);
 
 }  // namespace shaperctl

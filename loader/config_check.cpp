@@ -1,15 +1,17 @@
 #include "loader/config_check.h"
 
-#include <set>
+#include <utility>
 
 namespace shaperctl {
 namespace {
 
 using Item = ConfigFault::Item;
 
-void check_classes(const ShaperConfig& config, const ConfigLimits& limits)
+// The classes' tree, once every class is valid on its own.
+ClassParents check_classes(const ShaperConfig& config, const ConfigLimits& limits)
 {
-    ClassParents parents;
+    std::vector<std::pair<uint32_t, uint32_t>> pairs;
+    pairs.reserve(config.classes.size());
     for (const ClassSpec& c : config.classes) {
         if (c.id == 0 || c.id >= limits.max_classes)
             throw ConfigFault(Item::Class, c.id, "id",
@@ -21,8 +23,9 @@ void check_classes(const ShaperConfig& config, const ConfigLimits& limits)
         } catch (const Error& e) {
             throw ConfigFault(Item::Class, c.id, "", e.what());
         }
-        parents[c.id] = c.parent;
+        pairs.push_back({c.id, c.parent});
     }
+    ClassParents parents(std::move(pairs));
     if (const TreeFault tree = check_class_tree(parents)) {
         ConfigFault fault(Item::Class, tree.id, "parent", tree.describe());
         if (tree.kind == TreeFault::MissingParent)
@@ -30,6 +33,7 @@ void check_classes(const ShaperConfig& config, const ConfigLimits& limits)
         fault.tree = tree;
         throw fault;
     }
+    return parents;
 }
 
 ConfigFault missing(Item item, uint32_t id, const char* field, uint32_t class_id)
@@ -44,18 +48,15 @@ ConfigFault missing(Item item, uint32_t id, const char* field, uint32_t class_id
 CheckedRules check_config(const ShaperConfig& config, const ConfigLimits& limits,
                           const std::vector<RuleSpec>* published)
 {
-    check_classes(config, limits);
-    std::set<uint32_t> ids;
-    for (const ClassSpec& c : config.classes)
-        ids.insert(c.id);
-    if (config.default_class && !ids.count(config.default_class))
+    const ClassParents classes = check_classes(config, limits);
+    if (config.default_class && !classes.has(config.default_class))
         throw missing(Item::DefaultClass, 0, "", config.default_class);
 
     if (config.rules.size() > SHAPER_MAX_RULES)
         throw ConfigFault(Item::Rules, 0, "", std::to_string(config.rules.size()) + " rules (at most " +
                                                   std::to_string(SHAPER_MAX_RULES) + ")");
     for (const RuleSpec& r : config.rules) {
-        if (!ids.count(r.class_id))
+        if (!classes.has(r.class_id))
             throw missing(Item::Rule, r.pref, "class", r.class_id);
         // A received packet has no local socket at tc ingress: a cgroup rule could never match.
         if (limits.side == Direction::Ingress && r.cgroup)

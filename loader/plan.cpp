@@ -2,26 +2,61 @@
 
 #include <algorithm>
 #include <map>
-#include <set>
 
 #include "loader/class_tree.h"
 
 namespace shaperctl {
+namespace {
+
+// A configuration's classes by id (ascending; of a repeated id the last) and their tree: one
+// change of 100,000 classes reads them all.
+class ClassIndex {
+public:
+    explicit ClassIndex(const std::vector<ClassSpec>& classes) : tree_(pairs_of(classes))
+    {
+        // In the tree's order: ascending id, the last of a repeated id.
+        specs_.assign(tree_.size(), nullptr);
+        for (const ClassSpec& c : classes)
+            specs_[tree_.index_of(c.id)] = &c;
+    }
+    const ClassSpec* find(uint32_t id) const
+    {
+        const size_t i = tree_.index_of(id);
+        return i < specs_.size() ? specs_[i] : nullptr;
+    }
+    // (depth, class) of every class, in ascending id.
+    std::vector<std::pair<unsigned, const ClassSpec*>> by_depth() const
+    {
+        const std::vector<unsigned> depth = class_depths(tree_);
+        std::vector<std::pair<unsigned, const ClassSpec*>> out;
+        out.reserve(specs_.size());
+        for (size_t i = 0; i < specs_.size(); i++)
+            out.push_back({depth[i], specs_[i]});
+        return out;
+    }
+
+private:
+    static std::vector<std::pair<uint32_t, uint32_t>> pairs_of(const std::vector<ClassSpec>& classes)
+    {
+        std::vector<std::pair<uint32_t, uint32_t>> pairs;
+        pairs.reserve(classes.size());
+        for (const ClassSpec& c : classes)
+            pairs.push_back({c.id, c.parent});
+        return pairs;
+    }
+
+    ClassParents tree_;
+    std::vector<const ClassSpec*> specs_;
+};
+
+}  // namespace
+
 std::vector<ConfigStep> plan_config(const ShaperConfig& current, const ShaperConfig& desired)
 {
     using Kind = ConfigStep::Kind;
     std::vector<ConfigStep> steps;
-    std::map<uint32_t, ClassSpec> cur, want;
-    ClassParents cur_parents, want_parents;
-    for (const ClassSpec& c : current.classes) {
-        cur[c.id] = c;
-        cur_parents[c.id] = c.parent;
-    }
-    for (const ClassSpec& c : desired.classes) {
-        want[c.id] = c;
-        want_parents[c.id] = c.parent;
-    }
-    auto exists_now = [&](uint32_t id) { return cur.count(id) > 0; };
+    const ClassIndex cur(current.classes), want(desired.classes);
+    auto exists_now = [&](uint32_t id) { return cur.find(id) != nullptr; };
 
     // 1. The default class: at once when its class is there already; else, if the current one
     //    is about to go, cleared until the new class exists.
@@ -34,7 +69,7 @@ std::vector<ConfigStep> plan_config(const ShaperConfig& current, const ShaperCon
             step.new_default = desired.default_class;
             default_done = true;
             steps.push_back(step);
-        } else if (current.default_class && !want.count(current.default_class)) {
+        } else if (current.default_class && !want.find(current.default_class)) {
             step.new_default = 0;
             step.shown = false;
             steps.push_back(step);
@@ -86,25 +121,23 @@ std::vector<ConfigStep> plan_config(const ShaperConfig& current, const ShaperCon
 
     // 3. Classes added or changed, in the desired tree's order: each one's parent (and all its
     //    ancestors) are then final, so no intermediate state has a cycle.
-    const auto want_depth = class_depths(want_parents);
-    // (depth, id) pairs: a comparator looking depths up in the map cost most of a no-op apply
-    // of 100,000 classes.
-    std::vector<std::pair<unsigned, uint32_t>> order;
-    for (const auto& [id, depth] : want_depth)
-        order.push_back({depth, id});
+    // Only the classes to add or change are sorted (by depth, then id).
+    std::vector<std::pair<unsigned, const ClassSpec*>> order;
+    for (const auto& [depth, spec] : want.by_depth()) {
+        const ClassSpec* before = cur.find(spec->id);
+        if (!before || !(*before == *spec))
+            order.push_back({depth, spec});
+    }
     std::stable_sort(order.begin(), order.end(),
                      [](const auto& a, const auto& b) { return a.first < b.first; });
-    for (const auto& [depth, id] : order) {
+    for (const auto& [depth, spec] : order) {
         ConfigStep step;
-        step.after = want[id];
-        auto it = cur.find(id);
-        if (it == cur.end()) {
-            step.kind = Kind::AddClass;
-        } else if (!(it->second == want[id])) {
+        step.after = *spec;
+        if (const ClassSpec* before = cur.find(spec->id)) {
             step.kind = Kind::ChangeClass;
-            step.before = it->second;
+            step.before = *before;
         } else {
-            continue;
+            step.kind = Kind::AddClass;
         }
         steps.push_back(step);
     }
@@ -129,17 +162,16 @@ std::vector<ConfigStep> plan_config(const ShaperConfig& current, const ShaperCon
     }
 
     // 6. Classes that go, children first: no rule, default or kept child refers to them now.
-    const auto cur_depth = class_depths(cur_parents);
-    std::vector<std::pair<unsigned, uint32_t>> gone;
-    for (const auto& [id, depth] : cur_depth)
-        if (!want.count(id))
-            gone.push_back({depth, id});
+    std::vector<std::pair<unsigned, const ClassSpec*>> gone;
+    for (const auto& [depth, spec] : cur.by_depth())
+        if (!want.find(spec->id))
+            gone.push_back({depth, spec});
     std::stable_sort(gone.begin(), gone.end(),
                      [](const auto& a, const auto& b) { return a.first > b.first; });
-    for (const auto& [depth, id] : gone) {
+    for (const auto& [depth, spec] : gone) {
         ConfigStep step;
         step.kind = Kind::DeleteClass;
-        step.before = cur[id];
+        step.before = *spec;
         steps.push_back(step);
     }
     return steps;
