@@ -121,24 +121,25 @@ std::vector<ConfigStep> plan_config(const ShaperConfig& current, const ShaperCon
 
     // 3. Classes added or changed, in the desired tree's order: each one's parent (and all its
     //    ancestors) are then final, so no intermediate state has a cycle.
-    // Only the classes to add or change are sorted (by depth, then id).
-    std::vector<std::pair<unsigned, const ClassSpec*>> order;
+    // Only the classes to add or change are sorted (by depth, then id), each with what it was.
+    struct Change {
+        unsigned depth;
+        const ClassSpec* after;
+        const ClassSpec* before;  // null: added
+    };
+    std::vector<Change> order;
     for (const auto& [depth, spec] : want.by_depth()) {
         const ClassSpec* before = cur.find(spec->id);
         if (!before || !(*before == *spec))
-            order.push_back({depth, spec});
+            order.push_back({depth, spec, before});
     }
-    std::stable_sort(order.begin(), order.end(),
-                     [](const auto& a, const auto& b) { return a.first < b.first; });
-    for (const auto& [depth, spec] : order) {
+    std::stable_sort(order.begin(), order.end(), [](const Change& a, const Change& b) { return a.depth < b.depth; });
+    for (const Change& c : order) {
         ConfigStep step;
-        step.after = *spec;
-        if (const ClassSpec* before = cur.find(spec->id)) {
-            step.kind = Kind::ChangeClass;
-            step.before = *before;
-        } else {
-            step.kind = Kind::AddClass;
-        }
+        step.kind = c.before ? Kind::ChangeClass : Kind::AddClass;
+        step.after = *c.after;
+        if (c.before)
+            step.before = *c.before;
         steps.push_back(step);
     }
 
