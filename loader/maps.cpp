@@ -235,6 +235,7 @@ std::vector<uint32_t> ShaperMaps::class_ids() const
 std::vector<std::pair<uint32_t, shaper_class_config>> ShaperMaps::class_configs() const
 {
     std::vector<std::pair<uint32_t, shaper_class_config>> configs;
+    configs.reserve(max_classes_);  // address space only: pages are touched as classes fill them
     for_each_entry<shaper_class_config>(config_.get(), max_classes_, "the class map",
                                         [&](uint32_t id, const shaper_class_config& c) {
                                             if (id != 0 && (c.flags & SHAPER_CLASS_PRESENT))

@@ -38,7 +38,9 @@ ShaperConfig Shaper::config() const
     config.fq = record_.fq;
     config.max_classes = maps_.max_classes();
     config.default_class = maps_.settings().default_class;
-    for (const auto& [id, stored] : maps_.class_configs())
+    const auto stored_classes = maps_.class_configs();
+    config.classes.reserve(stored_classes.size() + 1);  // room for add-class's one more
+    for (const auto& [id, stored] : stored_classes)
         config.classes.push_back(class_spec_from_config(id, stored));
     for (const auto& [slot, rule] : maps_.rules())
         config.rules.push_back(rule_spec_of(rule));
@@ -131,7 +133,9 @@ uint64_t Shaper::default_horizon(uint64_t rate_bps) const
 void Shaper::change(const std::function<void(ShaperConfig&)>& edit) const
 {
     const ShaperConfig current = config();
-    ShaperConfig desired = current;
+    ShaperConfig desired;
+    desired.classes.reserve(current.classes.capacity());  // add-class's one more, not a copy more
+    desired = current;
     edit(desired);
     for (ClassSpec& c : desired.classes)
         if (!c.horizon_ns)
