@@ -110,15 +110,29 @@ Run detach(CLI::App* cmd, Common& c)
     auto file = std::make_shared<std::string>();
     auto* dev = cmd->add_option("--dev", c.dev, "network device");
     auto* from = cmd->add_option("-f,--file", *file, "every attached device of this configuration file (as apply reads it)");
+    auto gone = std::make_shared<bool>(false);
+    auto* gone_flag = cmd->add_flag("--gone", *gone,
+                                    "every side whose device is gone, in any network namespace (its pins and records)");
     dev->excludes(from);
-    ingress_flag(cmd, c)->excludes(from);
-    return [file, &c] {
+    gone_flag->excludes(dev)->excludes(from);
+    ingress_flag(cmd, c)->excludes(from)->excludes(gone_flag);
+    return [file, gone, &c] {
         if (!file->empty()) {
             detach_file(*file, std::cout);
             return 0;
         }
+        if (*gone) {
+            const std::vector<ManagedDevice> removed = Shaper::detach_gone();
+            for (const ManagedDevice& m : removed)
+                std::printf("removed %s%s (ifindex %d, netns %llu): the device is gone\n", m.name.c_str(),
+                            m.direction == Direction::Ingress ? " ingress" : "", m.ifindex,
+                            static_cast<unsigned long long>(m.netns));
+            if (removed.empty())
+                std::printf("no side's device is gone\n");
+            return 0;
+        }
         if (c.dev.empty())
-            throw Error("detach needs --dev DEV or -f FILE");
+            throw Error("detach needs --dev DEV, -f FILE or --gone");
         Shaper::detach(c.dev, c.side());
         std::printf("detached from %s%s\n", c.dev.c_str(), c.ingress ? " ingress" : "");
         return 0;

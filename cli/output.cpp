@@ -41,7 +41,7 @@ nlohmann::ordered_json list_json(const std::vector<ManagedDevice>& devices)
     for (const ManagedDevice& d : devices)
         list.push_back({{"device", d.name}, {"ifindex", d.ifindex}, {"netns", d.netns},
                         {"direction", direction_name(d.direction)}, {"mode", mode_name(d.mode)},
-                        {"present", d.present}});
+                        {"present", d.present}, {"gone", d.gone}});
     return list;
 }
 
@@ -49,9 +49,14 @@ std::string list_table(const std::vector<ManagedDevice>& devices)
 {
     Columns rows;
     rows.row({"device", "ifindex", "netns", "side", "mode", "state"});
+    const uint64_t here = current_netns();
     for (const ManagedDevice& d : devices)
         rows.row({d.name, std::to_string(d.ifindex), std::to_string(d.netns), direction_name(d.direction),
-                  mode_name(d.mode), d.present ? "attached" : "gone or other netns"});
+                  mode_name(d.mode),
+                  d.present  ? "attached"
+                  : d.gone   ? "gone (detach --gone)"
+                  : d.netns == here ? "moved out of this netns"
+                                    : "other netns"});
     return rows.text();
 }
 

@@ -172,7 +172,7 @@ void check_device(const ManagedDevice& m, const std::string& shaperctl, std::vec
     const Device device{m.name, m.ifindex, m.netns, m.direction};
     if (!m.present) {
         out.push_back({who, "warn", "ifindex " + std::to_string(m.ifindex) + " is gone; its state remains",
-                       "remove " + device.pin_dir() + " and " + device.run_dir()});
+                       m.gone ? shaperctl + " detach --gone" : "remove " + device.pin_dir() + " and " + device.run_dir()});
         return;
     }
     const uint32_t running = egress_prog_id(device, m.egress);
@@ -345,24 +345,29 @@ std::vector<Finding> run_doctor(const std::string& netns)
                            "sysctl -w net.ipv4.tcp_congestion_control=bbr (BBR paces itself and keeps queues short)"});
 
     if (root) {
-        unsigned elsewhere = 0, here = 0;
+        unsigned elsewhere = 0, here = 0, gone_elsewhere = 0;
         const uint64_t here_ns = current_netns();
         std::vector<ManagedDevice> devices;
         for (const ManagedDevice& m : Shaper::list()) {
             if (m.netns != here_ns) {
                 elsewhere++;
+                gone_elsewhere += m.gone;
                 continue;
             }
             here++;
             devices.push_back(m);
         }
-        out.push_back({"managed devices", "ok",
+        const std::string prog = netns.empty() ? "shaperctl" : "shaperctl -n " + netns;
+        out.push_back({"managed devices", gone_elsewhere ? "warn" : "ok",
                        std::to_string(here) + " in this network namespace" +
-                           (elsewhere ? ", " + std::to_string(elsewhere) + " in others (doctor -n NS checks them)" : ""),
-                       ""});
+                           (elsewhere ? ", " + std::to_string(elsewhere) + " in others (doctor -n NS checks them)" : "") +
+                           (gone_elsewhere ? "; " + std::to_string(gone_elsewhere) +
+                                                 " of those gone with their namespace, state left behind"
+                                           : ""),
+                       gone_elsewhere ? prog + " detach --gone" : ""});
         for (const ManagedDevice& m : devices) {
             try {
-                check_device(m, netns.empty() ? "shaperctl" : "shaperctl -n " + netns, out);
+                check_device(m, prog, out);
             } catch (const Error& e) {
                 out.push_back({"dev " + m.name, "fail", e.what(), ""});
             }

@@ -100,6 +100,14 @@ uint32_t egress_prog_id(const Device& device, const EgressAttachment& attachment
     return egress_filter_prog_id(device.ifindex, attachment.tc_priority, device.direction);
 }
 
+bool egress_gone(const Device& device, const EgressAttachment& attachment, uint64_t here)
+{
+    const bool free_here = device.netns == here && device.current_name().empty();
+    if (attachment.hook == EgressHook::Tcx)
+        return tcx_link_defunct(link_pin(device)) && (device.netns != here || free_here);
+    return free_here;
+}
+
 bool detach_egress(const Device& device, const EgressAttachment& attachment)
 {
     // Both kinds, whatever the record says: a move cut short may have left the other in place.

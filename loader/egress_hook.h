@@ -47,4 +47,10 @@ uint32_t egress_prog_id(const Device& device, const EgressAttachment& attachment
 // when we created it and nothing else is on it. Returns whether it removed clsact.
 bool detach_egress(const Device& device, const EgressAttachment& attachment);
 
+// Whether the device is known to be gone with our program: in this network namespace its
+// ifindex is free (a device deleted or moved out takes its clsact and filters with it; a TCX
+// link must have gone off it too), in another its TCX link is on no device (deleted, or its
+// namespace with it). A tc filter in another namespace cannot be told from here: false.
+bool egress_gone(const Device& device, const EgressAttachment& attachment, uint64_t here);
+
 }  // namespace shaperctl

@@ -351,19 +351,45 @@ std::vector<ManagedDevice> Shaper::list()
                                              kRecordFile);
             if (!record)
                 continue;
-            ManagedDevice m{record->device, record->ifindex, record->netns, record->mode, false,
+            ManagedDevice m{record->device, record->ifindex, record->netns, record->mode, false, false,
                             record->egress, record->direction};
+            const Device d{record->device, record->ifindex, record->netns, record->direction};
             if (record->netns == here) {
-                Device d{record->device, record->ifindex, record->netns, record->direction};
                 std::string name = d.current_name();
                 m.present = !name.empty();
                 if (m.present)
                     m.name = name;
             }
+            m.gone = egress_gone(d, record->egress, here);
             devices.push_back(m);
         }
     }
     return devices;
+}
+
+std::vector<ManagedDevice> Shaper::detach_gone()
+{
+    require_privileges();
+    const uint64_t here = current_netns();
+    std::vector<ManagedDevice> removed;
+    for (const ManagedDevice& m : list()) {
+        if (!m.gone)
+            continue;
+        const Device device{m.name, m.ifindex, m.netns, m.direction};
+        if (!path_exists(device.run_dir()))
+            continue;  // another detach was first
+        {
+            // Under the side's lock, as its record says now: an attach may have taken the
+            // ifindex again since the listing.
+            const Fd lock = lock_device(device);
+            const auto record = AttachRecord::load(device.run_dir() + "/" + kRecordFile);
+            if (!record || !egress_gone(device, record->egress, here))
+                continue;
+        }
+        remove_device_dirs(device);
+        removed.push_back(m);
+    }
+    return removed;
 }
 
 Shaper Shaper::open(const std::string& dev, Direction side)

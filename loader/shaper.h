@@ -88,6 +88,7 @@ struct ManagedDevice {
     uint64_t netns = 0;
     uint32_t mode = 0;
     bool present = false;
+    bool gone = false;  // the device is known gone with our program (egress_gone): detach_gone's
     EgressAttachment egress;
     Direction direction = Direction::Egress;
 };
@@ -98,6 +99,10 @@ public:
     // Each side of a device is attached, opened and detached on its own.
     static void detach(const std::string& dev, Direction side = Direction::Egress);
     static std::vector<ManagedDevice> list();  // one entry per side attached
+    // Removes the pins and records of every side whose device is gone (ManagedDevice::gone),
+    // in any network namespace: a namespace deleted with a shaped device in it leaves them, and
+    // no --dev can name that device any more. Returns what it removed.
+    static std::vector<ManagedDevice> detach_gone();
 
     // An attached device, locked for changes; Error when it is not attached, or was deleted
     // since (a device gone is only for status and detach).

@@ -108,6 +108,16 @@ uint32_t tcx_egress_prog_id(const std::string& pin_path, int ifindex, Direction 
     return on_device(info, ifindex, side) ? info.prog_id : 0;
 }
 
+bool tcx_link_defunct(const std::string& pin_path)
+{
+    Fd link = open_link(pin_path);
+    TcxLinkInfo info{};
+    uint32_t len = sizeof info;
+    if (!link || bpf_obj_get_info_by_fd(link.get(), &info, &len))
+        return false;
+    return info.type == kLinkTypeTcx && info.ifindex == 0;
+}
+
 void detach_tcx_egress(const std::string& pin_path)
 {
     Fd link = open_link(pin_path);

@@ -26,6 +26,10 @@ void replace_tcx_program(const std::string& pin_path, int prog_fd);
 uint32_t tcx_egress_prog_id(const std::string& pin_path, int ifindex,
                             Direction side = Direction::Egress);
 
+// Whether the pinned link is on no device any more: its device was unregistered (deleted, or
+// its network namespace with it) or the link detached. False when there is no such pin.
+bool tcx_link_defunct(const std::string& pin_path);
+
 // Takes the pinned link off its device and removes the pin (nothing to do if there is none).
 void detach_tcx_egress(const std::string& pin_path);
 

@@ -400,7 +400,7 @@ TEST_F(Apply, TwoDevicesAreAppliedAndDetachedFromTheFile)
     EXPECT_EQ(o.out, "dev sh0: not attached\ndev sh1: not attached\n");
     Outcome neither = sh("detach");
     EXPECT_NE(neither.status, 0);
-    EXPECT_NE(neither.err.find("--dev DEV or -f FILE"), std::string::npos) << neither.err;
+    EXPECT_NE(neither.err.find("--dev DEV, -f FILE or --gone"), std::string::npos) << neither.err;
 }
 
 // A device entry is one side: the receive side is an entry of its own ("direction": "ingress"),

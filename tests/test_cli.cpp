@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -497,6 +498,86 @@ TEST_F(Cli, ListShowsManagedDevices)
             found = true;
     EXPECT_TRUE(found) << o.out;
 }
+
+// A namespace deleted with a shaped device in it: no --dev can name that device again, so
+// `detach --gone` removes what it left, beside what a device deleted here left; a live device
+// keeps everything. A tc filter's side in another namespace cannot be told gone from here (no
+// TCX link to ask): it is left, and listed as in another namespace.
+class DetachGone : public Cli, public ::testing::WithParamInterface<std::string> {};
+
+TEST_P(DetachGone, RemovesWhatDeletedDevicesAndNamespacesLeft)
+{
+    const std::string hook = GetParam(), with_hook = "SHAPERCTL_ATTACH=" + hook + " ";
+    if (hook == "tcx" && !shaperctl::kernel_has_tcx())
+        GTEST_SKIP() << "no TCX in this kernel";
+    const bool tcx = hook == "tcx";
+    const std::string gone_ns = "shaperctl-gone-" + std::to_string(getpid());
+    ASSERT_EQ(run(ip_tool() + " netns add " + gone_ns).status, 0);
+    const std::string inode = std::to_string(std::stoull(must_run("stat -L -c %i /run/netns/" + gone_ns)));
+    const std::string gone_pins = std::string(shaperctl::kPinRoot) + "/ns" + inode;
+    const std::string gone_run = std::string(shaperctl::kRunRoot) + "/ns" + inode;
+    struct Cleanup {
+        std::string ns, pins, run_dir;
+        ~Cleanup()
+        {
+            run(ip_tool() + " netns del " + ns + " 2>/dev/null");
+            run("rm -rf " + pins + " " + run_dir);  // a tc side's, or what a failed assertion left
+        }
+    } cleanup{gone_ns, gone_pins, gone_run};
+    const std::string in_gone = "-n " + gone_ns + " ";
+    must_run(ip_tool() + " -n " + gone_ns + " link add g0 type veth peer name g1");
+    must_run(ip_tool() + " -n " + gone_ns + " link set g0 up");
+    ASSERT_EQ(shaperctl_run(in_gone + "attach --dev g0 --mode police", with_hook).status, 0);
+    ASSERT_EQ(shaperctl_run(in_gone + "attach --dev g0 --ingress", with_hook).status, 0);
+    ns_->add_veth("x0", "x1");
+    ok("attach --dev x0 --mode police", with_hook);
+    ok("attach --dev sh0 --mode police", with_hook);
+    ok("add-class --dev sh0 --id 1 --rate 10mbit");
+
+    Outcome none = sh("detach --gone");
+    EXPECT_EQ(none.status, 0) << none.err;
+    EXPECT_EQ(none.out, "no side's device is gone\n");
+
+    ns_->ip("link del x0");
+    must_run(ip_tool() + " netns del " + gone_ns);
+    auto states = [&] {
+        std::map<std::string, std::string> state;
+        for (auto& d : json::parse(sh("list --json").out))
+            state[d["device"].get<std::string>() + " " + d["direction"].get<std::string>()] =
+                d["present"] == true ? "present" : d["gone"] == true ? "gone" : "unknown";
+        return state;
+    };
+    const std::map<std::string, std::string> expected = {{"g0 egress", tcx ? "gone" : "unknown"},
+                                                         {"g0 ingress", tcx ? "gone" : "unknown"},
+                                                         {"sh0 egress", "present"},
+                                                         {"x0 egress", "gone"}};
+    // The kernel tears a namespace down after the call returns: its links go a moment later.
+    for (int i = 0; i < 600 && states() != expected; i++)
+        usleep(100 * 1000);
+    EXPECT_EQ(states(), expected);
+    std::map<std::string, json> finding;
+    const json doctor = json::parse(sh("doctor --json").out);
+    for (auto& f : doctor["findings"])
+        finding[f["check"].get<std::string>()] = f;
+    EXPECT_EQ(finding["dev x0"]["hint"], "shaperctl -n " + ns_->name() + " detach --gone") << finding["dev x0"];
+    EXPECT_EQ(finding["managed devices"]["status"], tcx ? "warn" : "ok") << finding["managed devices"];
+    EXPECT_EQ(finding["managed devices"]["hint"], tcx ? "shaperctl -n " + ns_->name() + " detach --gone" : "");
+
+    Outcome o = sh("detach --gone");
+    EXPECT_EQ(o.status, 0) << o.err;
+    EXPECT_NE(o.out.find("removed x0 (ifindex"), std::string::npos) << o.out;
+    EXPECT_EQ(o.out.find("removed g0 (ifindex") != std::string::npos, tcx) << o.out;
+    EXPECT_EQ(o.out.find("removed g0 ingress (ifindex") != std::string::npos, tcx) << o.out;
+    EXPECT_EQ(access(gone_pins.c_str(), F_OK) == 0, !tcx) << gone_pins;
+    EXPECT_EQ(access(gone_run.c_str(), F_OK) == 0, !tcx) << gone_run;
+    EXPECT_EQ(status()["classes"].size(), 1u);  // the live device kept its state
+    EXPECT_EQ(sh("detach --gone").out, "no side's device is gone\n");
+    refused("detach --gone --dev sh0", "--gone");
+    refused("detach --gone --ingress", "--gone");
+}
+
+INSTANTIATE_TEST_SUITE_P(Hooks, DetachGone, ::testing::Values("tc", "tcx"),
+                         [](const auto& info) { return info.param; });
 
 }  // namespace
 
