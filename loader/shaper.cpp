@@ -376,16 +376,19 @@ std::vector<ManagedDevice> Shaper::detach_gone()
         if (!m.gone)
             continue;
         const Device device{m.name, m.ifindex, m.netns, m.direction};
-        if (!path_exists(device.run_dir()))
-            continue;  // another detach was first
-        {
-            // Under the side's lock, as its record says now: an attach may have taken the
-            // ifindex again since the listing.
-            const Fd lock = lock_device(device);
-            const auto record = AttachRecord::load(device.run_dir() + "/" + kRecordFile);
-            if (!record || !egress_gone(device, record->egress, here))
-                continue;
+        // Under the side's lock, as its record says now (an attach may have taken the ifindex
+        // again since the listing, another detach removed it), and removed before the lock goes.
+        Fd lock;
+        try {
+            lock = lock_device(device);
+        } catch (const Error&) {
+            if (!path_exists(device.run_dir()))
+                continue;  // another detach was first
+            throw;
         }
+        const auto record = AttachRecord::load(device.run_dir() + "/" + kRecordFile);
+        if (!record || !egress_gone(device, record->egress, here))
+            continue;
         remove_device_dirs(device);
         removed.push_back(m);
     }
