@@ -321,11 +321,24 @@ void Shaper::detach(const std::string& dev, Direction side)
     require_privileges();
     quiet_libbpf();  // removing a tc filter where there is no clsact (TCX) is no news
     const Device device = Device::resolve_managed(dev, side);
-    if (!path_exists(device.run_dir() + "/" + kRecordFile) && !path_exists(device.pin_dir()))
+    auto attached = [&] {
+        return path_exists(device.run_dir() + "/" + kRecordFile) || path_exists(device.pin_dir());
+    };
+    if (!attached())
         throw Error(dev_prefix(device) + "not attached");
     std::optional<AttachRecord> record;
     {
-        const Fd lock = lock_device(device);
+        // Held until the directories are gone: a detach at the same time finds nothing left.
+        Fd lock;
+        try {
+            lock = lock_device(device);
+        } catch (const Error&) {
+            if (!attached())
+                throw Error(dev_prefix(device) + "not attached");
+            throw;
+        }
+        if (!attached())
+            throw Error(dev_prefix(device) + "not attached");
         record = AttachRecord::load(device.run_dir() + "/" + kRecordFile);
         // A device deleted since attach took its filter and qdiscs with it; its ifindex may
         // name another device by now, which must not be touched. Only the pins are left.
@@ -336,8 +349,8 @@ void Shaper::detach(const std::string& dev, Direction side)
             if (record && record->egress.created_clsact && !removed_clsact)
                 hand_over_clsact(device);
         }
+        remove_device_dirs(device);
     }
-    remove_device_dirs(device);
 }
 
 

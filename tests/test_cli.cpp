@@ -463,6 +463,22 @@ TEST_F(Cli, ConcurrentProcessesLoseNoChange)
     EXPECT_EQ(st["rules"].size(), 40u);
 }
 
+// Two detaches of one device at once: one detaches, the other finds it not attached (never both
+// "detached", never a lock file's error), and nothing is left.
+TEST_F(Cli, TwoDetachesAtOnceDetachOnce)
+{
+    for (int round = 0; round < 3; round++) {
+        ok("attach --dev sh0 --mode police");
+        ok("add-class --dev sh0 --id 1 --rate 1mbit");
+        Background a("-n " + ns_->name() + " detach --dev sh0"), b("-n " + ns_->name() + " detach --dev sh0");
+        const int sa = a.wait(std::chrono::seconds(60)), sb = b.wait(std::chrono::seconds(60));
+        EXPECT_EQ((sa == 0) + (sb == 0), 1) << a.out() << a.err() << b.out() << b.err();
+        EXPECT_EQ(a.out() + b.out(), "detached from sh0\n");
+        EXPECT_EQ(a.err() + b.err(), "shaperctl: dev sh0: not attached\n");
+        EXPECT_NE(access(pin_dir().c_str(), F_OK), 0) << "pins left in " << pin_dir();
+    }
+}
+
 // A device deleted while attached: status says it is gone, detach cleans its pins, and a new
 // device of the same name is a different device.
 TEST_F(Cli, DeviceDeletedWhileAttached)
