@@ -145,6 +145,14 @@ int Program::map_fd(const char* name) const
     return bpf_object__find_map_fd_by_name(skel_->obj, name);
 }
 
+void Program::for_each_writable_map(const std::function<void(int fd)>& fn) const
+{
+    bpf_map* map;
+    bpf_object__for_each_map(map, skel_->obj)
+        if (!(bpf_map__map_flags(map) & BPF_F_RDONLY_PROG))
+            fn(bpf_map__fd(map));
+}
+
 bool Program::uses_set_tstamp() const { return skel_->rodata->have_set_tstamp; }
 
 void Program::set_ack_pacing(bool on) const

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -38,6 +39,8 @@ public:
     int class_entries_fd() const;  // shaper_classes
     int class_stats_fd() const;
     int map_fd(const char* name) const;  // any of the object's maps, by name
+    // fn(fd) for each map the program writes as it runs (not its read-only constants).
+    void for_each_writable_map(const std::function<void(int fd)>& fn) const;
     bool uses_set_tstamp() const;
     // Opens (true) or closes the ACK pacing table's gate: the ingress side is attached.
     void set_ack_pacing(bool on) const;

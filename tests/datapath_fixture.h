@@ -24,6 +24,7 @@
 #include "loader/class_config.h"
 #include "loader/maps.h"
 #include "loader/program.h"
+#include "program_cache.h"
 
 namespace shaperctl::test {
 
@@ -76,7 +77,7 @@ class Datapath : public ::testing::Test {
 protected:
     void SetUp() override
     {
-        program_ = std::make_unique<Program>(Program::load({}));
+        program_ = &fresh_program({});
         maps_ = std::make_unique<ShaperMaps>(ShaperMaps::of(*program_));
         set_default_class(1);
     }
@@ -135,7 +136,7 @@ protected:
         return run_ctx(ctx, frame.data(), uint32_t(frame.size()), repeat);
     }
 
-    std::unique_ptr<Program> program_;
+    Program* program_ = nullptr;  // fresh_program(): loaded once, emptied for each test
     std::unique_ptr<ShaperMaps> maps_;
 };
 

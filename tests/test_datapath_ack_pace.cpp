@@ -8,6 +8,7 @@
 #include "datapath_fixture.h"
 #include "loader/direction.h"
 #include "packets.h"
+#include "program_cache.h"
 
 using namespace shaperctl;
 using namespace shaperctl::test;
@@ -57,11 +58,11 @@ protected:
     {
         ProgramOptions in;
         in.ingress = true;
-        ingress_ = std::make_unique<Program>(Program::load(in));
+        ingress_ = &fresh_program(in);
         in_maps_ = std::make_unique<ShaperMaps>(ShaperMaps::of(*ingress_));
         ProgramOptions out;
         out.ack_pace_fd = ingress_->map_fd("shaper_ack_pace");
-        program_ = std::make_unique<Program>(Program::load(out));
+        program_ = &fresh_program(out);
         maps_ = std::make_unique<ShaperMaps>(ShaperMaps::of(*program_));
         ingress_->set_ack_pacing(true);  // as an attached receive side
 
@@ -162,7 +163,7 @@ protected:
         return out;
     }
 
-    std::unique_ptr<Program> ingress_;
+    Program* ingress_ = nullptr;  // fresh_program(): loaded once, emptied for each test
     std::unique_ptr<ShaperMaps> in_maps_;
 };
 

@@ -28,6 +28,7 @@
 #include "packets.h"
 #include "rule_args.h"
 #include "shaperctl_process.h"
+#include "program_cache.h"
 
 using namespace shaperctl;
 using namespace shaperctl::test;
@@ -59,7 +60,7 @@ protected:
     void load(const ProgramOptions& options)
     {
         maps_.reset();
-        program_ = std::make_unique<Program>(Program::load(options));
+        program_ = &fresh_program(options);
         maps_ = std::make_unique<ShaperMaps>(ShaperMaps::of(*program_));
         set_default_class(1);
     }
@@ -126,7 +127,7 @@ protected:
         return {int(opts.retval), ctx.tstamp};
     }
 
-    std::unique_ptr<Program> program_;
+    Program* program_ = nullptr;  // fresh_program(): loaded once, emptied for each test
     std::unique_ptr<ShaperMaps> maps_;
 };
 

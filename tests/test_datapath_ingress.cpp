@@ -9,6 +9,7 @@
 #include "datapath_fixture.h"
 #include "loader/direction.h"
 #include "packets.h"
+#include "program_cache.h"
 
 using namespace shaperctl;
 using namespace shaperctl::test;
@@ -25,7 +26,7 @@ protected:
     {
         ProgramOptions options;
         options.ingress = true;
-        program_ = std::make_unique<Program>(Program::load(options));
+        program_ = &fresh_program(options);
         maps_ = std::make_unique<ShaperMaps>(ShaperMaps::of(*program_));
         set_default_class(1, SHAPER_MODE_POLICE);
     }

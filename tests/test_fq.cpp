@@ -19,6 +19,7 @@
 #include "loader/rules.h"
 #include "packets.h"
 #include "rule_args.h"
+#include "program_cache.h"
 
 using namespace shaperctl;
 using namespace shaperctl::test;
@@ -42,7 +43,7 @@ class FqPriority : public ::testing::Test {
 protected:
     void SetUp() override
     {
-        program_ = std::make_unique<Program>(Program::load({}));
+        program_ = &fresh_program({});
         maps_ = std::make_unique<ShaperMaps>(ShaperMaps::of(*program_));
         set_mode(SHAPER_MODE_EDT);
         for (uint32_t id : {1u, 2u})
@@ -88,7 +89,7 @@ protected:
         return {ctx.priority, ctx.tstamp};
     }
 
-    std::unique_ptr<Program> program_;
+    Program* program_ = nullptr;  // fresh_program(): loaded once, emptied for each test
     std::unique_ptr<ShaperMaps> maps_;
 };
 

@@ -14,6 +14,7 @@
 #include "loader/rules.h"
 #include "packets.h"
 #include "rule_args.h"
+#include "program_cache.h"
 
 using namespace shaperctl;
 using namespace shaperctl::test;
@@ -26,7 +27,7 @@ class Rules : public ::testing::Test {
 protected:
     void SetUp() override
     {
-        program_ = std::make_unique<Program>(Program::load({}));
+        program_ = &fresh_program({});
         maps_ = std::make_unique<ShaperMaps>(ShaperMaps::of(*program_));
         shaper_settings settings{};
         settings.abi_version = SHAPER_ABI_VERSION;
@@ -71,7 +72,7 @@ protected:
         return 99;
     }
 
-    std::unique_ptr<Program> program_;
+    Program* program_ = nullptr;  // fresh_program(): loaded once, emptied for each test
     std::unique_ptr<ShaperMaps> maps_;
 };
 
