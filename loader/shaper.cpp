@@ -61,6 +61,19 @@ Fd lock_device(const Device& device)
     return lock;
 }
 
+// The side's lock, or none when `still_there` says its directories went while this process
+// waited (another detach was first); any other failure to lock is an Error.
+std::optional<Fd> lock_unless_removed(const Device& device, const std::function<bool()>& still_there)
+{
+    try {
+        return lock_device(device);
+    } catch (const Error&) {
+        if (!still_there())
+            return std::nullopt;
+        throw;
+    }
+}
+
 void pin_program(const Program& program, const std::string& pin_dir)
 {
     const std::string path = pin_dir + "/" + kProgPin;
@@ -329,15 +342,8 @@ void Shaper::detach(const std::string& dev, Direction side)
     std::optional<AttachRecord> record;
     {
         // Held until the directories are gone: a detach at the same time finds nothing left.
-        Fd lock;
-        try {
-            lock = lock_device(device);
-        } catch (const Error&) {
-            if (!attached())
-                throw Error(dev_prefix(device) + "not attached");
-            throw;
-        }
-        if (!attached())
+        const std::optional<Fd> lock = lock_unless_removed(device, attached);
+        if (!lock || !attached())
             throw Error(dev_prefix(device) + "not attached");
         record = AttachRecord::load(device.run_dir() + "/" + kRecordFile);
         // A device deleted since attach took its filter and qdiscs with it; its ifindex may
@@ -391,14 +397,10 @@ std::vector<ManagedDevice> Shaper::detach_gone()
         const Device device{m.name, m.ifindex, m.netns, m.direction};
         // Under the side's lock, as its record says now (an attach may have taken the ifindex
         // again since the listing, another detach removed it), and removed before the lock goes.
-        Fd lock;
-        try {
-            lock = lock_device(device);
-        } catch (const Error&) {
-            if (!path_exists(device.run_dir()))
-                continue;  // another detach was first
-            throw;
-        }
+        const std::optional<Fd> lock =
+            lock_unless_removed(device, [&] { return path_exists(device.run_dir()); });
+        if (!lock)
+            continue;
         const auto record = AttachRecord::load(device.run_dir() + "/" + kRecordFile);
         if (!record || !egress_gone(device, record->egress, here))
             continue;

@@ -111,10 +111,9 @@ uint32_t tcx_egress_prog_id(const std::string& pin_path, int ifindex, Direction 
 bool tcx_link_defunct(const std::string& pin_path)
 {
     Fd link = open_link(pin_path);
-    TcxLinkInfo info{};
-    uint32_t len = sizeof info;
-    if (!link || bpf_obj_get_info_by_fd(link.get(), &info, &len))
+    if (!link)
         return false;
+    const TcxLinkInfo info = link_info(link.get());  // all zeros when it cannot be read
     return info.type == kLinkTypeTcx && info.ifindex == 0;
 }
 
