@@ -17,7 +17,6 @@ namespace {
 
 constexpr int kPass = -1;
 constexpr uint8_t kAck = 0x10, kSyn = 0x02, kFin = 0x01;
-constexpr uint32_t kFrame = 1514;
 constexpr uint64_t kRate = 20'000'000;
 constexpr uint64_t kMs = kSec / 1000;
 constexpr uint64_t kHorizon = 2 * kSec;
