@@ -16,6 +16,14 @@
  *    record leaves at the later of its own departure and the record. Packets that carry data,
  *    and any other, leave as egress shaping alone has them leave.
  *
+ * Held ACKs also offer the sender no more than its share of the class for a round trip of the
+ * path plus a sixteenth of the horizon (ack_pace_window): the sender's window is the receiver's
+ * to set, so a paced flow holds about that backlog without a mark or a loss (without ECN, losses
+ * were all that held it, and each cost a burst: its later data held by the receiver until the
+ * retransmission, a backlog later). The window is rewritten only downward, only in ACKs that are
+ * held, and only for a flow whose handshake the device saw (both window scales and the path's
+ * round trip: SYN or SYN-ACK out, the peer's answer in); never below two of its segments.
+ *
  * Records live in one table per device shared by both sides' programs (pinned beside their pin
  * directories, made by whichever side loads first, removed with the last side's detach): slot
  * by a hash of the flow's addresses and ports as its ACKs carry them (the ingress side hashes
@@ -82,7 +90,7 @@ static __always_inline struct shaper_ack_pace *ack_pace_gate(void)
 /* A TCP packet's flags and its payload bytes (as its IP lengths give them), when it is TCP in the
  * shapes GRO and TCP build: IPv4, or IPv6 without extension headers. */
 static __always_inline bool ack_pace_tcp(struct __sk_buff *skb, const struct packet_fields *f,
-					 __u8 *flags, __s32 *payload)
+					 __u8 *flags, __s32 *payload, __u32 *tcp_off)
 {
 	const __u32 l2 = network_offset();
 	__u8 ip[4], tcp[2];
@@ -107,33 +115,142 @@ static __always_inline bool ack_pace_tcp(struct __sk_buff *skb, const struct pac
 		return false;
 	*flags = tcp[1];
 	*payload = ip_payload - (__s32)((tcp[0] >> 4) * 4);
+	*tcp_off = l2 + l3;
 	return true;
 }
 
-/* Ingress: a passed packet of `segs` segments leaving the virtual queue at `departure`. */
+/* The window scale a SYN or SYN-ACK offers, from its TCP options (a global function: shaper.bpf.c);
+ * -1 without one. */
+__noinline int tcp_window_scale(struct __sk_buff *skb, __u32 tcp_off);
+
+/* The bytes a held ACK of a flow with round trip `rtt_ns` may offer: its share of the class
+ * (fair.h's share of the last epoch, the whole class while there is none) for the round trip
+ * plus a sixteenth of the horizon, at least two of its segments. */
+static __always_inline __u32 ack_pace_window(const struct shaper_class *cls, __u32 rtt_ns, __u16 seg_bytes)
+{
+	const __u64 epoch = cls->fair_epoch_len_ns ? cls->fair_epoch_len_ns : SHAPER_FAIR_EPOCH_NS;
+	const __u64 share = cls->fair_share_ns;
+	__u64 t = rtt_ns + cls->horizon_ns / SHAPER_ACK_WINDOW_SHARE;
+
+	if (share && share < epoch)
+		t = t * share / epoch;
+	if (t > 0xffffffffull)
+		t = 0xffffffffull;
+	/* Bytes in t at the class rate: t * 2^32 / (ns per byte * 2^32). */
+	__u64 bytes = cls->ns_per_byte_fp ? (t << 32) / cls->ns_per_byte_fp : 0xffffffffull;
+	const __u64 least = (__u64)SHAPER_ACK_WINDOW_MIN_SEGS * seg_bytes;
+
+	if (bytes < least)
+		bytes = least;
+	return bytes < 0xffffffffull ? (__u32)bytes : 0xffffffffu;
+}
+
+/* Ingress: a passed packet of `segs` segments of class `cls`, leaving the virtual queue at
+ * `departure`. Data records it; the peer's first answer to the receiver's SYN or SYN-ACK gives
+ * the path's round trip; a SYN starts the tuple afresh. */
 static __always_inline void ack_pace_record(struct __sk_buff *skb, const struct packet_fields *f,
-					    __u32 segs, __u64 departure)
+					    const struct shaper_class *cls, __u32 segs, __u64 departure,
+					    __u64 now)
 {
 	__u8 flags;
 	__s32 payload;
+	__u32 tcp_off;
 
-	if (!ack_pace_tcp(skb, f, &flags, &payload))
+	if (!ack_pace_tcp(skb, f, &flags, &payload, &tcp_off))
 		return;
 	const bool data = segs > 1 || payload > 0;
-
-	if (!data && !(flags & TCP_FLAG_SYN_))
-		return;
 	const __u64 tag = ack_pace_tag(f->dst, f->src, f->dport, f->sport);
 	struct shaper_ack_pace *r = ack_pace_slot(tag);
 
 	if (!r)
 		return;
-	if (data) {
+	if (r->flow != tag) {
+		if (!data)
+			return;
+		/* A flow whose handshake this device did not see (or another's slot): paced, its
+		 * window left as the receiver offers it. */
 		r->flow = tag;
 		r->until_ns = departure;
-	} else if (r->flow == tag) {
-		r->until_ns = 0;
+		r->syn_ns = 0;
+		r->rtt_ns = 0;
+		r->window_cap = 0;
+		r->seg_bytes = 0;
+		r->wscale = 0;
+		return;
 	}
+	if ((flags & (TCP_FLAG_SYN_ | TCP_FLAG_ACK_)) == TCP_FLAG_SYN_) {
+		/* A new connection on the tuple: its SYN-ACK, on its way out, starts the record. */
+		r->until_ns = 0;
+		r->syn_ns = 0;
+		r->rtt_ns = 0;
+		r->window_cap = 0;
+		r->wscale = 0;
+		return;
+	}
+	const __u64 syn = r->syn_ns;
+
+	if (syn && !r->rtt_ns && now > syn)
+		r->rtt_ns = now - syn < 0xffffffffull ? (__u32)(now - syn) : 0xffffffffu;
+	if (flags & TCP_FLAG_SYN_) {
+		/* The peer's SYN-ACK: without a window scale of its own, neither side scales. */
+		r->until_ns = 0;
+		if (r->wscale > 1 && tcp_window_scale(skb, tcp_off) < 0)
+			r->wscale = 1;
+		return;
+	}
+	if (!data)
+		return;
+	r->until_ns = departure;
+	const __u32 seg = segs > 1 ? (__u32)payload / segs : (__u32)payload;
+
+	if (seg > r->seg_bytes && seg <= 0xffff)
+		r->seg_bytes = (__u16)seg;
+	if (r->rtt_ns && r->wscale)
+		r->window_cap = ack_pace_window(cls, r->rtt_ns, r->seg_bytes);
+}
+
+/* Egress: the receiver's SYN or SYN-ACK of flow `tag` starts its record: when it left, and the
+ * window scale it offers (a SYN-ACK's is the connection's; a SYN's, until the peer's SYN-ACK
+ * says it scales too). */
+static __always_inline void ack_pace_handshake(struct __sk_buff *skb, __u64 tag, __u32 tcp_off, __u64 now)
+{
+	struct shaper_ack_pace *r = ack_pace_slot(tag);
+
+	if (!r)
+		return;
+	const int scale = tcp_window_scale(skb, tcp_off);
+
+	r->flow = tag;
+	r->until_ns = 0;
+	r->syn_ns = now;
+	r->rtt_ns = 0;
+	r->window_cap = 0;
+	r->seg_bytes = 0;
+	r->wscale = scale >= 0 && scale <= 14 ? scale + 1 : 1;
+}
+
+/* Egress: a held ACK offers at most its flow's window_cap (in its window's scaled units, rounded
+ * up), never more than it offered; its TCP checksum follows (nothing to do where it is left to
+ * the device: CHECKSUM_PARTIAL). */
+static __always_inline void ack_pace_cap_window(struct __sk_buff *skb, const struct shaper_ack_pace *r,
+						__u32 tcp_off)
+{
+	const __u32 cap = r->window_cap;
+	const __u8 wscale = r->wscale;
+
+	if (!cap || !wscale || wscale > 15 || l2_header_len == SHAPER_L2_AT_NETWORK_HEADER)
+		return;
+	const __u32 shift = wscale - 1;
+	const __u32 field = (__u32)(((__u64)cap + (1u << shift) - 1) >> shift);
+	__be16 old;
+
+	if (field > 0xffff || parse_load(skb, tcp_off + 14, &old, 2) || field >= bpf_ntohs(old))
+		return;
+	__be16 win = bpf_htons((__u16)field);
+
+	if (bpf_l4_csum_replace(skb, tcp_off + 16, old, win, sizeof(win)))
+		return;
+	bpf_skb_store_bytes(skb, tcp_off + 14, &win, sizeof(win), 0);
 }
 
 /* Egress: when a packet of `segs` segments may leave at the earliest for ACK pacing; 0 when it
@@ -143,11 +260,18 @@ static __always_inline __u64 ack_pace_until(struct __sk_buff *skb, const struct 
 {
 	__u8 flags;
 	__s32 payload;
+	__u32 tcp_off;
 
-	if (segs > 1 || !ack_pace_tcp(skb, f, &flags, &payload) || payload > 0 ||
-	    (flags & (TCP_FLAG_SYN_ | TCP_FLAG_FIN_ | TCP_FLAG_RST_ | TCP_FLAG_ACK_)) != TCP_FLAG_ACK_)
+	if (segs > 1 || !ack_pace_tcp(skb, f, &flags, &payload, &tcp_off))
 		return 0;
 	const __u64 tag = ack_pace_tag(f->src, f->dst, f->sport, f->dport);
+
+	if ((flags & (TCP_FLAG_SYN_ | TCP_FLAG_RST_)) == TCP_FLAG_SYN_) {
+		ack_pace_handshake(skb, tag, tcp_off, now);
+		return 0;
+	}
+	if (payload > 0 || (flags & (TCP_FLAG_SYN_ | TCP_FLAG_FIN_ | TCP_FLAG_RST_ | TCP_FLAG_ACK_)) != TCP_FLAG_ACK_)
+		return 0;
 	struct shaper_ack_pace *r = ack_pace_slot(tag);
 
 	if (!r || r->flow != tag)
@@ -156,6 +280,7 @@ static __always_inline __u64 ack_pace_until(struct __sk_buff *skb, const struct 
 
 	if (until <= now)
 		return 0;
+	ack_pace_cap_window(skb, r, tcp_off);
 	/* Tell the receive side its ACKs are being held (ack_pace_active), rarely enough that the
 	 * gate's line is not written per packet; never reopening a gate its detach closed. */
 	struct shaper_ack_pace *gate = ack_pace_gate();
@@ -167,6 +292,23 @@ static __always_inline __u64 ack_pace_until(struct __sk_buff *skb, const struct 
 			__sync_val_compare_and_swap(&gate->until_ns, seen, now);
 	}
 	return until;
+}
+
+/* Ingress: whether the flow's held ACKs offer a window the shaper sets. Such a flow sends a
+ * window per round trip, all of it through the class before its ACK leaves, so each window's
+ * first packet finds nothing of its own queued: it is not sparse (sparse.h), which would let it
+ * past the backlog and its ACK go unheld, offering the receiver's whole window. A global
+ * function (shaper.bpf.c). */
+__noinline int ack_pace_sets_window(struct packet_fields *f);
+
+static __always_inline bool ack_pace_window_set(const struct packet_fields *f)
+{
+	if (f->proto != 6 || !f->has_ports)
+		return false;
+	const __u64 tag = ack_pace_tag(f->dst, f->src, f->dport, f->sport);
+	struct shaper_ack_pace *r = ack_pace_slot(tag);
+
+	return r && r->flow == tag && r->window_cap;
 }
 
 /* Ingress: whether the send side held an ACK lately, so senders feel the virtual backlog in

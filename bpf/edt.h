@@ -151,8 +151,11 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 	if (pkt->aqm && (leaf->flags & (SHAPER_CLASS_SPARSE | SHAPER_CLASS_FAIR)) &&
 	    estimate > pkt->now + SHAPER_SPARSE_MIN_BACKLOG_NS) {
 		flow = flow_slot(skb, pkt->view, class_id, pkt->now);
-		/* Only the leaf's own backlog may be jumped: behind an ancestor's there is no gain. */
-		if ((leaf->flags & SHAPER_CLASS_SPARSE) && leaf_departure == estimate)
+		/* Only the leaf's own backlog may be jumped: behind an ancestor's there is no gain.
+		 * On the receive side a flow whose window the held ACKs set never is sparse
+		 * (ack_pace.h). */
+		if ((leaf->flags & SHAPER_CLASS_SPARSE) && leaf_departure == estimate &&
+		    !(ingress && ack_pace_active(pkt->now) && ack_pace_sets_window(&pkt->view->fields)))
 			sparse_leave = sparse_departure(flow, leaf, cost_ns + 1, pkt->now, estimate);
 		if (!sparse_leave && flow && (leaf->flags & SHAPER_CLASS_FAIR) && !neighbour) {
 			enum congestion_verdict v = fair_decide(skb, flow, leaf, cost_ns,

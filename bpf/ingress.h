@@ -207,9 +207,10 @@ static __always_inline enum congestion_verdict ingress_first_loss(struct __sk_bu
 {
 	__u8 flags;
 	__s32 payload;
+	__u32 tcp_off;
 	__u64 owner;
 
-	if (!ack_pace_tcp(skb, &view->fields, &flags, &payload) || payload <= 0 ||
+	if (!ack_pace_tcp(skb, &view->fields, &flags, &payload, &tcp_off) || payload <= 0 ||
 	    (flags & (TCP_FLAG_SYN_ | TCP_FLAG_FIN_ | TCP_FLAG_RST_)))
 		return CONGESTION_PASS;
 	struct shaper_flow_box *box = ingress_box_of(view, class_id, &owner);

@@ -88,11 +88,78 @@ __noinline __u64 ack_pace_wait(struct __sk_buff *skb, struct packet_fields *f, _
 	return ack_pace_until(skb, f, segs, now);
 }
 
-__noinline int ack_pace_note(struct __sk_buff *skb, struct packet_fields *f, __u32 segs, __u64 until)
+/* A passed packet as ack_pace_note records it. */
+struct ack_pace_passed {
+	__u64 until;    /* when its ACKs may leave */
+	__u64 now;
+	__u32 segs;
+	__u32 class_id;
+};
+
+__noinline int ack_pace_note(struct __sk_buff *skb, struct packet_fields *f, struct ack_pace_passed *p)
 {
-	if (skb && f)
-		ack_pace_record(skb, f, segs, until);
+	if (!skb || !f || !p)
+		return 0;
+	const struct shaper_class *cls = gcra_class(p->class_id);
+
+	if (cls)
+		ack_pace_record(skb, f, cls, p->segs, p->until, p->now);
 	return 0;
+}
+
+__noinline int ack_pace_sets_window(struct packet_fields *f)
+{
+	return f && ack_pace_window_set(f);
+}
+
+/* Options of a SYN or SYN-ACK: kind, length, value; at most 40 bytes of them. */
+#define TCPOPT_EOL_ 0
+#define TCPOPT_NOP_ 1
+#define TCPOPT_WINDOW_ 3
+#define TCPOPT_STEPS 8
+
+__noinline int tcp_window_scale(struct __sk_buff *skb, __u32 tcp_off)
+{
+	__u8 opts[40], doff;
+	__u32 len;
+
+	if (!skb || parse_load(skb, tcp_off + 12, &doff, 1))
+		return -1;
+	len = (doff >> 4) * 4;
+	if (len <= 20)
+		return -1;
+	len -= 20;
+	if (len > sizeof(opts))
+		return -1;
+	__builtin_memset(opts, 0, sizeof(opts));
+	if (l2_header_len == SHAPER_L2_AT_NETWORK_HEADER ?
+		    bpf_skb_load_bytes_relative(skb, tcp_off + 20, opts, len, BPF_HDR_START_NET) :
+		    bpf_skb_load_bytes(skb, tcp_off + 20, opts, len))
+		return -1;
+	/* Eight options at most (past eight, each step added thousands of instructions to the
+	 * verifier's run: ten cost 15,000 more than eight): Linux, Windows and macOS put the window
+	 * scale among their first six. One not found is taken as none, which errs on
+	 * the safe side: a window read as unscaled is capped at 2^scale times the bytes meant. */
+	for (__u32 i = 0, n = 0; n < TCPOPT_STEPS; n++) {
+		if (i + 1 >= len || i > sizeof(opts) - 3)
+			break;
+		const __u8 kind = opts[i];
+
+		if (kind == TCPOPT_EOL_)
+			break;
+		if (kind == TCPOPT_NOP_) {
+			i++;
+			continue;
+		}
+		const __u8 olen = opts[i + 1];
+
+		if (kind == TCPOPT_WINDOW_ && olen == 3 && i + 2 < len)
+			return opts[i + 2];
+		if (olen < 2)
+			break;
+		i += olen;
+	}
+	return -1;
 }
 
 /* Ingress: when a passed packet's ACKs may leave (ack_pace.h): when it would have been through
@@ -108,8 +175,14 @@ static __always_inline void record_for_acks(struct __sk_buff *skb, const struct 
 	__u32 frac;
 	const __u64 through = departure + shaper_cost_time(edt_level_cost(pkt, cls), cls->ns_per_byte_fp, &frac);
 	const __u64 cap = pkt->now + cls->horizon_ns;
+	struct ack_pace_passed passed = {
+		.until = through < cap ? through : cap,
+		.now = pkt->now,
+		.segs = pkt->segs,
+		.class_id = class_id,
+	};
 
-	ack_pace_note(skb, &pkt->view->fields, pkt->segs, through < cap ? through : cap);
+	ack_pace_note(skb, &pkt->view->fields, &passed);
 }
 
 /* A GSO packet's segments when it carries no count (charge.h): a global function, so that the

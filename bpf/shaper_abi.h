@@ -46,7 +46,7 @@
 #include <linux/types.h>
 #endif
 
-#define SHAPER_ABI_VERSION 5
+#define SHAPER_ABI_VERSION 6
 
 /* Limits, enforced by the control plane before anything reaches a map. */
 #define SHAPER_DEFAULT_MAX_CLASSES 16384u   /* ids 1..max_classes-1 */
@@ -131,6 +131,8 @@ enum shaper_mode {
 #define SHAPER_ACK_PACE_SLOTS 16384u            /* ACK pacing: flow records per device (bpf/ack_pace.h) */
 #define SHAPER_ACK_PACE_FRESH_NS 1000000000ull  /* ACKs are paced if the send side held one this recently */
 #define SHAPER_ACK_PACE_NOTE_NS 100000000ull    /* the send side notes a held ACK at most this often */
+#define SHAPER_ACK_WINDOW_SHARE 16u             /* held ACKs offer a flow's share of rtt + horizon / 16 */
+#define SHAPER_ACK_WINDOW_MIN_SEGS 2u           /* ...and never less than two of its segments */
 
 /* How far past a horizon neighbour discovery still passes, in bytes at the level's rate
  * (bpf/edt.h): one largest GSO packet, what the class's own traffic may overshoot, and as much
@@ -325,8 +327,15 @@ struct shaper_flow_box {
  * (1 from its attach, then when the send side last held an ACK, noted at most every
  * SHAPER_ACK_PACE_NOTE_NS), flow always 0. */
 struct shaper_ack_pace {
-	__u64 flow;     /* the flow's tag as its ACKs carry the tuple; 0: none */
-	__u64 until_ns; /* its latest data's virtual departure */
+	__u64 flow;       /* the flow's tag as its ACKs carry the tuple; 0: none */
+	__u64 until_ns;   /* its latest data's virtual departure */
+	/* The receive window its held ACKs may offer (bpf/ack_pace.h), from its handshake. */
+	__u64 syn_ns;     /* when the receiver's SYN or SYN-ACK left; 0: its handshake not seen */
+	__u32 rtt_ns;     /* the path's round trip, SYN(-ACK) out to the peer's answer; 0: unknown */
+	__u32 window_cap; /* bytes; 0: none */
+	__u16 seg_bytes;  /* the largest segment's payload seen */
+	__u8 wscale;      /* the receiver's window scale + 1; 0: unknown */
+	__u8 pad[5];
 };
 
 /*

@@ -54,6 +54,24 @@ void check_pinned_abi(const std::string& pin_dir)
                     ": save it with `shaperctl dump`, detach it, then attach (or apply) again");
 }
 
+// The ACK pacing table the device's other side made: of this build's format, or say which side
+// to attach again (its record grew with the format: bpf/ack_pace.h).
+void check_pinned_ack_pace(const std::string& pin)
+{
+    if (pin.empty())
+        return;
+    const int fd = bpf_obj_get(pin.c_str());
+    if (fd < 0)
+        return;
+    bpf_map_info info{};
+    uint32_t len = sizeof info;
+    const int err = bpf_obj_get_info_by_fd(fd, &info, &len);
+    ::close(fd);
+    if (!err && info.value_size != sizeof(shaper_ack_pace))
+        throw Error("the device's other side was attached by a shaperctl with another map format: "
+                    "save it with `shaperctl dump`, detach it, then attach (or apply) both sides again");
+}
+
 std::string load_failure(int err)
 {
     if (err == -EPERM)
@@ -78,6 +96,7 @@ Program Program::load(const ProgramOptions& options)
         open_opts.pin_root_path = options.pin_dir.c_str();
 
     check_pinned_abi(options.pin_dir);
+    check_pinned_ack_pace(options.ack_pace_pin);
     shaper_bpf* skel = shaper_bpf__open_opts(&open_opts);
     if (!skel)
         throw Error(load_failure(-errno));
@@ -158,7 +177,8 @@ bool Program::uses_set_tstamp() const { return skel_->rodata->have_set_tstamp; }
 void Program::set_ack_pacing(bool on) const
 {
     const uint32_t gate = 0;
-    const shaper_ack_pace value{0, on ? 1u : 0u};
+    shaper_ack_pace value{};
+    value.until_ns = on ? 1u : 0u;
     if (bpf_map_update_elem(map_fd("shaper_ack_pace"), &gate, &value, BPF_ANY))
         throw Error(errno_message("cannot update the ACK pacing table", errno));
 }

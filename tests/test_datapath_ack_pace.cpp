@@ -42,8 +42,68 @@ std::vector<uint8_t> tcp(const std::string& src, uint16_t sport, const std::stri
     return frame;
 }
 
+// The TCP checksum of `frame` (Ethernet, IPv4 or IPv6 without extension headers) as it stands:
+// 0 when the checksum field is right.
+uint16_t tcp_checksum_residue(const std::vector<uint8_t>& frame)
+{
+    const bool v6 = frame[12] == 0x86 && frame[13] == 0xdd;
+    const size_t l3 = 14, l4 = l3 + (v6 ? 40 : 20), len = frame.size() - l4;
+    uint32_t sum = 0;
+    auto add = [&](const uint8_t* p, size_t n) {
+        for (size_t i = 0; i < n; i += 2)
+            sum += uint32_t(p[i]) << 8 | (i + 1 < n ? p[i + 1] : 0);
+    };
+    add(&frame[v6 ? l3 + 8 : l3 + 12], v6 ? 32 : 8);  // the addresses
+    sum += 6 + uint32_t(len);
+    add(&frame[l4], len);
+    while (sum >> 16)
+        sum = (sum & 0xffff) + (sum >> 16);
+    return uint16_t(~sum);
+}
+
+// Sets `frame`'s TCP checksum right.
+void fix_tcp_checksum(std::vector<uint8_t>& frame)
+{
+    const bool v6 = frame[12] == 0x86 && frame[13] == 0xdd;
+    const size_t l4 = 14 + (v6 ? 40 : 20);
+    frame[l4 + 16] = frame[l4 + 17] = 0;
+    const uint16_t sum = tcp_checksum_residue(frame);
+    frame[l4 + 16] = uint8_t(sum >> 8);
+    frame[l4 + 17] = uint8_t(sum);
+}
+
+// A TCP frame with these options after its 20-byte header (a multiple of 4 bytes), window field
+// `window`, its checksum right.
+std::vector<uint8_t> tcp_with(const std::string& src, uint16_t sport, const std::string& dst, uint16_t dport,
+                              uint8_t flags, const std::vector<uint8_t>& options, uint16_t window = 0xffff)
+{
+    auto frame = tcp(src, sport, dst, dport, 0, flags);
+    const bool v6 = src.find(':') != std::string::npos;
+    const size_t l3 = 14, l4 = l3 + (v6 ? 40 : 20);
+    frame.insert(frame.end(), options.begin(), options.end());
+    const size_t ip_len = frame.size() - l3 - (v6 ? 40 : 0);
+    frame[l3 + (v6 ? 4 : 2)] = uint8_t(ip_len >> 8);
+    frame[l3 + (v6 ? 5 : 3)] = uint8_t(ip_len);
+    frame[l4 + 12] = uint8_t((20 + options.size()) / 4 << 4);
+    frame[l4 + 14] = uint8_t(window >> 8);
+    frame[l4 + 15] = uint8_t(window);
+    fix_tcp_checksum(frame);
+    return frame;
+}
+
+// A SYN's options as Linux sends them (MSS, SACK permitted, timestamps, NOP, window scale), with
+// window scale `scale`, or none (NOPs in its place) when negative.
+std::vector<uint8_t> syn_options(int scale)
+{
+    std::vector<uint8_t> o = {2, 4, 0x05, 0xb4, 4, 2, 8, 10, 0, 0, 0, 1, 0, 0, 0, 0, 1, 3, 3, uint8_t(scale)};
+    if (scale < 0)
+        o[17] = o[18] = o[19] = 1;
+    return o;
+}
+
 const std::vector<uint8_t> kData = tcp("10.0.0.1", 40000, "10.0.0.2", 80, 1460);
 const std::vector<uint8_t> kPureAck = tcp("10.0.0.2", 80, "10.0.0.1", 40000, 0);
+const std::vector<uint8_t> kPeerAck = tcp("10.0.0.1", 40000, "10.0.0.2", 80, 0);  // the sender's
 // Another flow's data, ECT(0).
 const std::vector<uint8_t> kEctData = [] {
     auto frame = tcp("10.0.0.4", 40002, "10.0.0.2", 80, 1460);
@@ -134,6 +194,44 @@ protected:
         const uint64_t before = now_ns();
         EXPECT_EQ(bpf_prog_test_run_opts(program.prog_fd(), &opts), 0) << strerror(errno);
         return {int(opts.retval), ctx.tstamp, before, now_ns()};
+    }
+
+    // An empty table, its gate open as by the receive side's attach.
+    void forget_records()
+    {
+        clear_map(ingress_->map_fd("shaper_ack_pace"));
+        ingress_->set_ack_pacing(true);
+    }
+
+    // The frame as the send side's program leaves it, and its verdict.
+    std::pair<std::vector<uint8_t>, Verdict> send_out(const std::vector<uint8_t>& frame)
+    {
+        std::vector<uint8_t> out(frame.size());
+        __sk_buff ctx{};
+        LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = frame.data(), .data_out = out.data(),
+                    .data_size_in = uint32_t(frame.size()), .data_size_out = uint32_t(out.size()),
+                    .ctx_in = &ctx, .ctx_out = &ctx, .ctx_size_in = sizeof ctx, .ctx_size_out = sizeof ctx);
+        const uint64_t before = now_ns();
+        EXPECT_EQ(bpf_prog_test_run_opts(program_->prog_fd(), &opts), 0) << strerror(errno);
+        out.resize(opts.data_size_out);
+        return {out, Verdict{int(opts.retval), ctx.tstamp, before, now_ns()}};
+    }
+
+    // The window field of a frame send_out returned.
+    static uint16_t window_of(const std::vector<uint8_t>& frame)
+    {
+        const size_t l4 = 14 + (frame[12] == 0x86 ? 40 : 20);
+        return uint16_t(frame[l4 + 14] << 8 | frame[l4 + 15]);
+    }
+
+    // The class's fair share (bpf/fair.h) as an ended epoch of `epoch_ns` left it; the clock as
+    // it is (ingress_backlog writes a clock without one).
+    void set_fair_share(uint64_t share_ns, uint64_t epoch_ns)
+    {
+        ClassClock clock = in_maps_->clock(1);
+        clock.fair_share_ns = share_ns;
+        clock.fair_epoch_len_ns = epoch_ns;
+        in_maps_->write_clock(1, clock);
     }
 
     Verdict receive(const std::vector<uint8_t>& frame, uint32_t segs = 0) { return run_on(*ingress_, frame, segs); }
@@ -455,6 +553,162 @@ TEST_F(AckPace, WithTheClassEcnOffAnEcnCapablePacketIsBoxedPastAThird)
     shaper_class_aqm state{};
     ASSERT_EQ(bpf_map_lookup_elem(ingress_->map_fd("shaper_class_aqm"), &id, &state), 0);
     EXPECT_NE(state.box_turn, 0u) << "boxed past a third, not a first loss";
+}
+
+// The receive window a held ACK offers: its flow's share of the class for the path's round trip
+// (the receiver's SYN-ACK out, the peer's ACK in) plus a sixteenth of the horizon, in the window
+// scale the SYN-ACK offered, rounded up; the checksum follows; never more than the receiver
+// offered. IPv4 and IPv6 alike.
+TEST_F(AckPace, AHeldAckOffersTheFlowsShareOfTheClassForItsRoundTripPlusASixteenthOfTheHorizon)
+{
+    for (const auto& [client, server] : {std::pair<std::string, std::string>{"10.0.0.1", "10.0.0.2"},
+                                         {"fd00::1", "fd00::2"}}) {
+        SCOPED_TRACE(client);
+        forget_records();
+        const Verdict synack = send(tcp_with(server, 80, client, 40000, kSyn | kAck, syn_options(7)));
+        const Verdict answer = receive(tcp(client, 40000, server, 80, 0));
+        ingress_backlog(kBacklog);
+        ASSERT_EQ(receive(tcp(client, 40000, server, 80, 1400)).action, kPass);
+        const std::vector<shaper_ack_pace> recorded = records();
+        ASSERT_EQ(recorded.size(), 1u);
+        const shaper_ack_pace r = recorded[0];
+        EXPECT_EQ(r.wscale, 8u) << "scale 7, plus one";
+        EXPECT_EQ(r.seg_bytes, 1400u);
+        EXPECT_GE(r.rtt_ns, answer.before - synack.after);
+        EXPECT_LE(r.rtt_ns, answer.after - synack.before);
+        // 20 Mbit/s is 2.5 bytes per us; a sixteenth of the 2 s horizon is 125 ms.
+        const double expected = 2.5e-3 * double(r.rtt_ns + kHorizon / 16);
+        EXPECT_NEAR(r.window_cap, expected, 2.0);
+
+        auto ack = tcp_with(server, 80, client, 40000, kAck, {}, 0xffff);
+        const auto [out, verdict] = send_out(ack);
+        EXPECT_GT(verdict.tstamp, verdict.after) << "held";
+        EXPECT_EQ(window_of(out), (r.window_cap + 127) / 128) << "in units of 2^7, rounded up";
+        EXPECT_EQ(tcp_checksum_residue(out), 0u) << "the checksum follows the window";
+
+        const auto narrow = tcp_with(server, 80, client, 40000, kAck, {}, 100);
+        EXPECT_EQ(send_out(narrow).first, narrow) << "never more than the receiver offered";
+    }
+}
+
+// The flow's share: fair.h's share of the last epoch, here a quarter of the class; at least two
+// of its segments.
+TEST_F(AckPace, TheWindowIsTheFlowsFairShareAndAtLeastTwoSegments)
+{
+    send(tcp_with("10.0.0.2", 80, "10.0.0.1", 40000, kSyn | kAck, syn_options(0)));
+    receive(kPeerAck);
+    ingress_backlog(kBacklog);
+    set_fair_share(10 * kMs, 100 * kMs);
+    receive(kData);
+    const shaper_ack_pace r = records().at(0);
+    EXPECT_EQ(r.wscale, 1u) << "scale 0";
+    EXPECT_NEAR(r.window_cap, 2.5e-3 * double(r.rtt_ns + kHorizon / 16) / 10, 2.0) << "a tenth";
+    const auto [out, verdict] = send_out(tcp_with("10.0.0.2", 80, "10.0.0.1", 40000, kAck, {}, 0xffff));
+    EXPECT_EQ(window_of(out), r.window_cap) << "unscaled";
+
+    // Without a share, the whole class: 312 KB, more than an unscaled window says. (Below an
+    // eighth of the horizon: the ACK held above paced the class, and past an eighth this packet
+    // would be its flow's first loss.)
+    ingress_backlog(200 * kMs);
+    receive(kData);
+    EXPECT_GT(records().at(0).window_cap, 0xffffu);
+    const auto wide = tcp_with("10.0.0.2", 80, "10.0.0.1", 40000, kAck, {}, 0xffff);
+    EXPECT_EQ(send_out(wide).first, wide);
+
+    ingress_class(80'000, kHorizon);  // 10 bytes per ms: 1.25 KB for 125 ms
+    ingress_backlog(kBacklog / 4);
+    receive(kData);
+    EXPECT_EQ(records().at(0).window_cap, 2u * 1460u) << "two of its segments";
+}
+
+// An outgoing connection: the receiver's SYN offers a scale, the peer's SYN-ACK says whether
+// both sides scale. Without its word, the window is left alone; without a held ACK too.
+TEST_F(AckPace, TheWindowScaleIsTheOneTheHandshakeAgreed)
+{
+    const auto syn = [&](int scale) {
+        send(tcp_with("10.0.0.2", 80, "10.0.0.1", 40000, kSyn, syn_options(scale)));
+    };
+    const auto synack = [&](int scale) {
+        receive(tcp_with("10.0.0.1", 40000, "10.0.0.2", 80, kSyn | kAck, syn_options(scale)));
+    };
+    syn(9);
+    synack(5);
+    EXPECT_EQ(records().at(0).wscale, 10u) << "the receiver's own scale, the peer scaling too";
+    syn(9);
+    synack(-1);
+    EXPECT_EQ(records().at(0).wscale, 1u) << "the peer does not scale: neither does the receiver";
+    syn(-1);
+    EXPECT_EQ(records().at(0).wscale, 1u);
+    // A scale the walk does not reach (past eight options) or cannot (behind an option of
+    // length 0) counts as none: the window then errs wide, never narrow.
+    const auto options = [&](std::vector<uint8_t> o) {
+        send(tcp_with("10.0.0.2", 80, "10.0.0.1", 40000, kSyn | kAck, o));
+        return records().at(0).wscale;
+    };
+    EXPECT_EQ(options({1, 1, 1, 1, 1, 1, 1, 3, 3, 7, 0, 0}), 8u) << "the eighth option";
+    EXPECT_EQ(options({1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 7, 0}), 1u) << "the ninth";
+    EXPECT_EQ(options({2, 0, 1, 1, 3, 3, 7, 0}), 1u) << "behind a length of 0";
+    EXPECT_EQ(options({1, 1, 1, 3, 3, 15, 0, 0}), 1u) << "beyond 14 (RFC 7323's largest)";
+    EXPECT_GT(records().at(0).syn_ns, 0u);
+    EXPECT_EQ(records().at(0).rtt_ns, 0u) << "no answer yet";
+
+    // Data of a flow whose handshake the device did not see: paced, its window left alone.
+    forget_records();
+    ingress_backlog(kBacklog);
+    receive(kData);
+    EXPECT_EQ(records().at(0).window_cap, 0u);
+    const auto ack = tcp_with("10.0.0.2", 80, "10.0.0.1", 40000, kAck, {}, 0xffff);
+    const auto [out, verdict] = send_out(ack);
+    EXPECT_GT(verdict.tstamp, verdict.after) << "held";
+    EXPECT_EQ(out, ack);
+
+    // A window set, but the ACK not held (its data through the class): left alone.
+    send(tcp_with("10.0.0.2", 80, "10.0.0.1", 40000, kSyn | kAck, syn_options(7)));
+    receive(kPeerAck);
+    ingress_backlog(0);
+    receive(kData);
+    const uint64_t until = records().at(0).until_ns;
+    ASSERT_GT(records().at(0).window_cap, 0u);
+    while (now_ns() <= until + 1000)
+        ;
+    EXPECT_EQ(send_out(ack).first, ack);
+
+    // A new connection's SYN on the tuple forgets the old one's window.
+    receive(tcp_with("10.0.0.1", 40000, "10.0.0.2", 80, kSyn, syn_options(7)));
+    EXPECT_EQ(records().at(0).window_cap, 0u);
+    EXPECT_EQ(records().at(0).wscale, 0u);
+}
+
+// A flow whose window the held ACKs set sends one window per round trip, all of it through the
+// class before its ACK leaves: each window's first packet finds nothing of its own queued. It
+// is not sparse, where a flow without one is.
+TEST_F(AckPace, AFlowWhoseWindowIsSetIsNeverSparse)
+{
+    const Verdict held = start_pacing();  // sparse flows off: kData's packet waits, its ACK is held
+    ClassSpec spec = class_defaults(Direction::Ingress);
+    spec.id = 1;
+    spec.rate_bps = kRate;
+    spec.burst_bytes = 0;
+    spec.horizon_ns = kHorizon;
+    spec.aqm = spec.fair = false;
+    spec.sparse = true;
+    in_maps_->write_class_config(1, make_class_config(spec, in_maps_->max_classes(), 2 * kSec));
+
+    const auto other = tcp("10.0.0.3", 40001, "10.0.0.2", 80, 1460);
+    send(tcp_with("10.0.0.2", 80, "10.0.0.3", 40001, kSyn | kAck, syn_options(7)));
+    receive(tcp("10.0.0.3", 40001, "10.0.0.2", 80, 0));
+    ingress_backlog(100 * kMs);
+    receive(other);
+    ASSERT_GT(records().size(), 1u);
+    const uint64_t sparse_before = in_maps_->counters(1).sparse;
+    ingress_backlog(100 * kMs);
+    const Verdict v = receive(other);
+    if (!still_paced(held, v))
+        GTEST_SKIP() << "the machine took a second between two calls: no longer paced";
+    EXPECT_EQ(in_maps_->counters(1).sparse, sparse_before) << "its window set: not sparse";
+    ingress_backlog(100 * kMs);
+    receive(tcp("10.0.0.5", 40005, "10.0.0.2", 80, 1460));
+    EXPECT_EQ(in_maps_->counters(1).sparse, sparse_before + 1) << "a new flow without one: sparse";
 }
 
 TEST_F(AckPace, PoliceModeCannotHoldAnAck)
