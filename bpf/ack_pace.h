@@ -22,7 +22,11 @@
  * were all that held it, and each cost a burst: its later data held by the receiver until the
  * retransmission, a backlog later). The window is rewritten only downward, only in ACKs that are
  * held, and only for a flow whose handshake the device saw (both window scales and the path's
- * round trip: SYN or SYN-ACK out, the peer's answer in); never below two of its segments.
+ * round trip: SYN or SYN-ACK out, the peer's answer in); never below two of its segments. A
+ * flow whose window is set is never sparse (ack_pace_window_set). Where the receiver lies beyond
+ * the device (a pod's uploads shaped on its host's veth), its ACKs come back a round trip after
+ * the data passed, and are held, so capped, only while the backlog is longer than that: the
+ * window then binds only while the sender has more in flight than its share needs.
  *
  * Records live in one table per device shared by both sides' programs (pinned beside their pin
  * directories, made by whichever side loads first, removed with the last side's detach): slot
@@ -35,7 +39,9 @@
  * only while it is ahead of the ACK's now (a past time is no delay): no ACK waits longer than
  * the horizon of the ingress class of its flow. Records are written without atomics: two CPUs
  * writing one slot at once may pair one flow's tag with the other's time, which is still within
- * the other's class horizon (so within the largest ingress horizon of the device).
+ * the other's class horizon (so within the largest ingress horizon of the device), or with the
+ * other's window and scale: one ACK may then offer another window than its flow's, which the
+ * flow's next held ACK corrects.
  */
 #ifndef SHAPER_ACK_PACE_H
 #define SHAPER_ACK_PACE_H
@@ -87,8 +93,10 @@ static __always_inline struct shaper_ack_pace *ack_pace_gate(void)
 	return bpf_map_lookup_elem(&shaper_ack_pace, &gate);
 }
 
-/* A TCP packet's flags and its payload bytes (as its IP lengths give them), when it is TCP in the
- * shapes GRO and TCP build: IPv4, or IPv6 without extension headers. */
+/* A TCP packet's flags, its payload bytes (as its IP lengths give them) and where its TCP header
+ * starts, when it is TCP in the shapes GRO and TCP build: IPv4, or IPv6 without extension
+ * headers, right after the L2 header (a VLAN tag in the frame, not in the skb's metadata, would
+ * move every offset: such a packet is left alone, never rewritten at the wrong place). */
 static __always_inline bool ack_pace_tcp(struct __sk_buff *skb, const struct packet_fields *f,
 					 __u8 *flags, __s32 *payload, __u32 *tcp_off)
 {
@@ -99,6 +107,13 @@ static __always_inline bool ack_pace_tcp(struct __sk_buff *skb, const struct pac
 
 	if (f->proto != 6 || !f->has_ports)
 		return false;
+	if (l2_header_len == 14) {
+		__be16 ethertype;
+
+		if (parse_load(skb, 12, &ethertype, 2) ||
+		    ethertype != bpf_htons(f->family == 4 ? ETH_P_IP_ : ETH_P_IPV6_))
+			return false;
+	}
 	if (f->family == 4) {
 		if (parse_load(skb, l2, ip, 4))
 			return false;

@@ -591,6 +591,24 @@ TEST_F(AckPace, AHeldAckOffersTheFlowsShareOfTheClassForItsRoundTripPlusASixteen
     }
 }
 
+// A VLAN tag in the frame (not in the skb's metadata) moves the TCP header: such an ACK is
+// neither held nor rewritten, never written at the untagged frame's offsets.
+TEST_F(AckPace, AnAckWithItsVlanTagInTheFrameIsLeftAsItIs)
+{
+    send(tcp_with("10.0.0.2", 80, "10.0.0.1", 40000, kSyn | kAck, syn_options(7)));
+    receive(kPeerAck);
+    ingress_backlog(kBacklog);
+    receive(kData);
+    ASSERT_GT(records().at(0).window_cap, 0u);
+    auto tagged = tcp_with("10.0.0.2", 80, "10.0.0.1", 40000, kAck, {}, 0xffff);
+    // VLAN 0x5dc: its TCI's first byte would read as an IPv4 header of 20 bytes.
+    const uint8_t tag[4] = {0x81, 0x00, 0x05, 0xdc};
+    tagged.insert(tagged.begin() + 12, tag, tag + 4);
+    const auto [out, verdict] = send_out(tagged);
+    EXPECT_EQ(out, tagged);
+    EXPECT_EQ(verdict.tstamp, 0u) << "not held";
+}
+
 // The flow's share: fair.h's share of the last epoch, here a quarter of the class; at least two
 // of its segments.
 TEST_F(AckPace, TheWindowIsTheFlowsFairShareAndAtLeastTwoSegments)

@@ -280,6 +280,8 @@ protected:
     }
     void TearDown() override
     {
+        if (ns_)
+            sh("detach --dev sh0");  // the send side, where a test attached it
         IngressSide::TearDown();
         if (!peer_.empty())
             run(ip_tool() + " netns del " + peer_);
@@ -415,6 +417,34 @@ TEST_F(IngressTcp, WithEcnTheClassMarksAndTheReceiverSeesTheMarks)
     EXPECT_GT(c.ecn_marks + c.fair_marks, 0u) << "no CE mark told a sender to slow down";
     EXPECT_GE(in_ce_packets() - ce_before, c.ecn_marks + c.fair_marks)
         << "the receiver's IP saw fewer CE packets than were marked";
+}
+
+// With the send side attached too (edt: sch_fq, in the stock-kernel VM) the receiver's ACKs are
+// held, and offer each flow no more than its share of the class for its round trip plus a
+// sixteenth of the horizon (bpf/ack_pace.h): senders without ECN then need no losses past the
+// one that ends each flow's slow start. The records say what the handshake gave: the window
+// scale of the receiver's SYN-ACK, the path's round trip, a window.
+TEST_F(IngressTcp, PacedSendersWithoutEcnLoseNoMoreThanTheFirstPacketOfEachFlow)
+{
+    if (access("/sys/module/sch_fq", F_OK) != 0)
+        GTEST_SKIP() << "this kernel has no sch_fq";
+    ok("change-class --dev sh0 --ingress --id 1 --target 5ms --interval 50ms");
+    ok("attach --dev sh0");
+    set_ecn(false);
+    const ClassCounters c = run_flows();
+    EXPECT_EQ(c.ecn_marks + c.fair_marks, 0u);
+    EXPECT_LE(c.drops_aqm + c.drops_fair + c.drops_horizon, uint64_t(kFlows))
+        << "aqm " << c.drops_aqm << ", fair " << c.drops_fair << ", horizon " << c.drops_horizon;
+
+    Fd table(bpf_obj_get(side(Direction::Egress).ack_pace_pin().c_str()));
+    ASSERT_TRUE(table);
+    int windowed = 0;
+    for (uint32_t slot = 1; slot <= SHAPER_ACK_PACE_SLOTS; slot++) {
+        shaper_ack_pace r{};
+        if (bpf_map_lookup_elem(table.get(), &slot, &r) == 0 && r.flow && r.window_cap && r.rtt_ns)
+            windowed += r.wscale > 1;  // Linux scales a listener's window by default
+    }
+    EXPECT_GE(windowed, kFlows) << "flows whose held ACKs offered a window of the shaper's";
 }
 
 TEST_F(IngressTcp, WithoutEcnTheClassDrops)
