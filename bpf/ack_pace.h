@@ -160,6 +160,19 @@ static __always_inline __u32 ack_pace_window(const struct shaper_class *cls, __u
 	return bytes < 0xffffffffull ? (__u32)bytes : 0xffffffffu;
 }
 
+/* Starts the slot's record afresh: flow `tag`, nothing measured yet. */
+static __always_inline void ack_pace_restart(struct shaper_ack_pace *r, __u64 tag, __u64 until_ns,
+					     __u64 syn_ns, __u8 wscale)
+{
+	r->flow = tag;
+	r->until_ns = until_ns;
+	r->syn_ns = syn_ns;
+	r->rtt_ns = 0;
+	r->window_cap = 0;
+	r->seg_bytes = 0;
+	r->wscale = wscale;
+}
+
 /* Ingress: a passed packet of `segs` segments of class `cls`, leaving the virtual queue at
  * `departure`. Data records it; the peer's first answer to the receiver's SYN or SYN-ACK gives
  * the path's round trip; a SYN starts the tuple afresh. */
@@ -184,22 +197,12 @@ static __always_inline void ack_pace_record(struct __sk_buff *skb, const struct 
 			return;
 		/* A flow whose handshake this device did not see (or another's slot): paced, its
 		 * window left as the receiver offers it. */
-		r->flow = tag;
-		r->until_ns = departure;
-		r->syn_ns = 0;
-		r->rtt_ns = 0;
-		r->window_cap = 0;
-		r->seg_bytes = 0;
-		r->wscale = 0;
+		ack_pace_restart(r, tag, departure, 0, 0);
 		return;
 	}
 	if ((flags & (TCP_FLAG_SYN_ | TCP_FLAG_ACK_)) == TCP_FLAG_SYN_) {
 		/* A new connection on the tuple: its SYN-ACK, on its way out, starts the record. */
-		r->until_ns = 0;
-		r->syn_ns = 0;
-		r->rtt_ns = 0;
-		r->window_cap = 0;
-		r->wscale = 0;
+		ack_pace_restart(r, tag, 0, 0, 0);
 		return;
 	}
 	const __u64 syn = r->syn_ns;
@@ -235,13 +238,7 @@ static __always_inline void ack_pace_handshake(struct __sk_buff *skb, __u64 tag,
 		return;
 	const int scale = tcp_window_scale(skb, tcp_off);
 
-	r->flow = tag;
-	r->until_ns = 0;
-	r->syn_ns = now;
-	r->rtt_ns = 0;
-	r->window_cap = 0;
-	r->seg_bytes = 0;
-	r->wscale = scale >= 0 && scale <= 14 ? scale + 1 : 1;
+	ack_pace_restart(r, tag, 0, now, scale >= 0 && scale <= 14 ? scale + 1 : 1);
 }
 
 /* Egress: a held ACK offers at most its flow's window_cap (in its window's scaled units, rounded
