@@ -109,6 +109,10 @@ class_actions() {
   status_json "$1" "$2" | jq -r --argjson id "$3" '.classes[] | select(.id == $id)
     | "drops_horizon=\(.drops_horizon) drops_aqm=\(.drops_aqm) drops_fair=\(.drops_fair) ecn_marks=\(.ecn_marks) fair_marks=\(.fair_marks)"'
 }
+# class_sparse NS DEV ID: packets of the class's sparse flows sent ahead of its backlog.
+class_sparse() {
+  status_json "$1" "$2" | jq -r --argjson id "$3" '.classes[] | select(.id == $id) | .sparse'
+}
 # class_actions_delta BEFORE AFTER: as tcp_stats_delta.
 class_actions_delta() { tcp_stats_delta "$@"; }
 # tx_counters NS DEV: "packets bytes" the device transmitted.
