@@ -19,19 +19,24 @@
 namespace shaperctl {
 namespace {
 
+// The info of the map pinned at `path`; all zeros where there is none.
+bpf_map_info pinned_map_info(const std::string& path)
+{
+    bpf_map_info info{};
+    const int fd = path.empty() ? -1 : bpf_obj_get(path.c_str());
+    if (fd < 0)
+        return info;
+    uint32_t len = sizeof info;
+    if (bpf_obj_get_info_by_fd(fd, &info, &len))
+        info = bpf_map_info{};
+    ::close(fd);
+    return info;
+}
+
 // Existing pinned maps fix the class capacity: libbpf only reuses a pin of identical shape.
 uint32_t pinned_max_entries(const std::string& pin_dir, const char* map_name)
 {
-    if (pin_dir.empty())
-        return 0;
-    int fd = bpf_obj_get((pin_dir + "/" + map_name).c_str());
-    if (fd < 0)
-        return 0;
-    bpf_map_info info{};
-    uint32_t len = sizeof info;
-    int err = bpf_obj_get_info_by_fd(fd, &info, &len);
-    ::close(fd);
-    return err ? 0 : info.max_entries;
+    return pin_dir.empty() ? 0 : pinned_map_info(pin_dir + "/" + map_name).max_entries;
 }
 
 // Pinned maps of another map format (an older shaperctl) cannot be reused: say so plainly
@@ -58,16 +63,8 @@ void check_pinned_abi(const std::string& pin_dir)
 // to attach again (its record grew with the format: bpf/ack_pace.h).
 void check_pinned_ack_pace(const std::string& pin)
 {
-    if (pin.empty())
-        return;
-    const int fd = bpf_obj_get(pin.c_str());
-    if (fd < 0)
-        return;
-    bpf_map_info info{};
-    uint32_t len = sizeof info;
-    const int err = bpf_obj_get_info_by_fd(fd, &info, &len);
-    ::close(fd);
-    if (!err && info.value_size != sizeof(shaper_ack_pace))
+    const uint32_t value_size = pinned_map_info(pin).value_size;
+    if (value_size && value_size != sizeof(shaper_ack_pace))
         throw Error("the device's other side was attached by a shaperctl with another map format: "
                     "save it with `shaperctl dump`, detach it, then attach (or apply) both sides again");
 }
