@@ -702,8 +702,12 @@ TEST_F(Sparse, OffOrAnIdleClassChangesNothing)
 }  // namespace
 
 // Not a timing test: the verifier's work is a count. Paths that multiply (a constant carried
-// across the class walk, a parser inlined with all its branches) once made it 190k-800k
-// instructions, near the 1M limit of 6.1's verifier and seconds of every attach; it is ~90k.
+// across the class walk, a parser inlined with all its branches) once made it 190k-860k, four
+// times the count of the day and more, near the 1M limit of 6.1's verifier and seconds of
+// every attach.
+// Kernels walk the same program differently: 119,651 on 6.12, 121,783 on 6.18, 131k-134k on 6.1,
+// 145,815 on 7.3. So the bound stands a third above the highest: a multiplication trips it on
+// every kernel; the next Debian kernel's few percent more does not turn the suite red.
 TEST_F(Datapath, TheVerifierChecksTheProgramInFewInstructions)
 {
     bpf_prog_info info{};
@@ -711,5 +715,5 @@ TEST_F(Datapath, TheVerifierChecksTheProgramInFewInstructions)
     ASSERT_EQ(bpf_obj_get_info_by_fd(program_->prog_fd(), &info, &len), 0);
     std::printf("verified_insns %u\n", info.verified_insns);
     EXPECT_GT(info.verified_insns, 0u);
-    EXPECT_LT(info.verified_insns, 150'000u) << "a change multiplied the verifier's paths";
+    EXPECT_LT(info.verified_insns, 200'000u) << "a change multiplied the verifier's paths";
 }
