@@ -159,20 +159,6 @@ TEST_F(IngressSide, ASlowClassGivenNoHorizonGetsRoomForAHundredFramesThatFollows
 // ACK pacing's table (bpf/ack_pace.h): one per device, pinned beside both sides' directories,
 // made by the first side attached and reused by the other, its gate open while the receive side
 // is attached, and gone with the last side's detach, whichever order they go in.
-// The table both sides share, made by a side of another map format (a smaller record): the
-// other side's attach says so in one line, and attaches nothing.
-TEST_F(IngressSide, ASharedTableOfAnotherFormatIsRefusedInOneLine)
-{
-    ok("attach --dev sh0 --mode police");
-    const std::string pin = side(Direction::Egress).ack_pace_pin();
-    ASSERT_EQ(unlink(pin.c_str()), 0);
-    Fd older(bpf_map_create(BPF_MAP_TYPE_ARRAY, "shaper_ack_pace", 4, 16, SHAPER_ACK_PACE_SLOTS + 1, nullptr));
-    ASSERT_TRUE(older);
-    ASSERT_EQ(bpf_obj_pin(older.get(), pin.c_str()), 0);
-    refused("attach --dev sh0 --ingress", "another map format");
-    EXPECT_FALSE(hooked(Direction::Ingress));
-}
-
 TEST_F(IngressSide, TheAckPacingTableIsSharedAndGoesWithTheLastSide)
 {
     const std::string pin = side(Direction::Egress).ack_pace_pin();
@@ -219,6 +205,20 @@ TEST_F(IngressSide, TheAckPacingTableIsSharedAndGoesWithTheLastSide)
     ok("detach --dev sh0 --ingress");
     EXPECT_NE(access(pin.c_str(), F_OK), 0);
     EXPECT_NE(access(pin.substr(0, pin.rfind('/')).c_str(), F_OK), 0) << "nothing of the device's namespace left";
+}
+
+// The table both sides share, made by a side of another map format (a smaller record): the
+// other side's attach says so in one line, and attaches nothing.
+TEST_F(IngressSide, ASharedTableOfAnotherFormatIsRefusedInOneLine)
+{
+    ok("attach --dev sh0 --mode police");
+    const std::string pin = side(Direction::Egress).ack_pace_pin();
+    ASSERT_EQ(unlink(pin.c_str()), 0);
+    Fd older(bpf_map_create(BPF_MAP_TYPE_ARRAY, "shaper_ack_pace", 4, 16, SHAPER_ACK_PACE_SLOTS + 1, nullptr));
+    ASSERT_TRUE(older);
+    ASSERT_EQ(bpf_obj_pin(older.get(), pin.c_str()), 0);
+    refused("attach --dev sh0 --ingress", "another map format");
+    EXPECT_FALSE(hooked(Direction::Ingress));
 }
 
 // Status says whether the receive side's ACKs are paced now: whether the send side held one
