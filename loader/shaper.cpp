@@ -17,6 +17,7 @@
 #include <functional>
 
 #include "loader/bpffs.h"
+#include "loader/device_dirs.h"
 #include "loader/egress_hook.h"
 #include "loader/libbpf_log.h"
 #include "loader/error.h"
@@ -26,7 +27,6 @@ namespace shaperctl {
 namespace {
 
 constexpr const char* kProgPin = "shaper_egress";
-constexpr const char* kLockFile = "lock";
 constexpr const char* kPoliceInstead = " (attach --mode police shapes by dropping instead)";
 
 // Undo steps of a multi-step change, run in reverse unless the change completes.
@@ -49,31 +49,6 @@ private:
     std::vector<std::function<void()>> steps_;
 };
 
-Fd lock_device(const Device& device)
-{
-    const std::string path = device.run_dir() + "/" + kLockFile;
-    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0)
-        throw Error(errno_message("cannot open lock " + path, errno));
-    Fd lock(fd);
-    if (flock(fd, LOCK_EX))
-        throw Error(errno_message("cannot lock " + path, errno));
-    return lock;
-}
-
-// The side's lock, or none when `still_there` says its directories went while this process
-// waited (another detach was first); any other failure to lock is an Error.
-std::optional<Fd> lock_unless_removed(const Device& device, const std::function<bool()>& still_there)
-{
-    try {
-        return lock_device(device);
-    } catch (const Error&) {
-        if (!still_there())
-            return std::nullopt;
-        throw;
-    }
-}
-
 void pin_program(const Program& program, const std::string& pin_dir)
 {
     const std::string path = pin_dir + "/" + kProgPin;
@@ -86,39 +61,6 @@ void pin_program(const Program& program, const std::string& pin_dir)
 std::string attach_hint(const std::string& dev, Direction side)
 {
     return "run shaperctl attach --dev " + dev + (side == Direction::Ingress ? " --ingress" : "");
-}
-
-// The table both sides share (bpf/ack_pace.h) after this side's pins went: removed with the
-// last side; left to the send side with its gate closed when the receive side goes (its records
-// are never read again, and a receive side attached later opens it anew).
-void release_ack_pacing(const Device& device)
-{
-    const std::string pin = device.ack_pace_pin();
-    if (!path_exists(device.side(opposite(device.direction)).pin_dir())) {
-        unlink(pin.c_str());
-        return;
-    }
-    if (device.direction != Direction::Ingress)
-        return;
-    Fd map(bpf_obj_get(pin.c_str()));
-    const uint32_t gate = 0;
-    const shaper_ack_pace closed{};
-    if (map)
-        bpf_map_update_elem(map.get(), &gate, &closed, BPF_ANY);
-}
-
-// The device's pins and record, then the namespace's and the root directories once empty
-// (rmdir refuses otherwise).
-void remove_device_dirs(const Device& device)
-{
-    for (const std::string& dir : {device.pin_dir(), device.run_dir()}) {
-        remove_tree(dir);
-        if (dir == device.pin_dir())
-            release_ack_pacing(device);
-        const std::string ns_dir = dir.substr(0, dir.rfind('/'));
-        rmdir(ns_dir.c_str());
-        rmdir(ns_dir.substr(0, ns_dir.rfind('/')).c_str());
-    }
 }
 
 // Bytes before the network header on this device, which the datapath's parser must know: 14
@@ -211,22 +153,6 @@ void change_fq(const Device& device, const ShaperMaps& maps, AttachRecord& recor
     install_fq(device.ifindex, fq);
     record.fq = fq;
     record.save(device.run_dir() + "/" + kRecordFile);
-}
-
-// A clsact this side created stays while the other side's filter is on it: the other side's
-// detach removes it then.
-void hand_over_clsact(const Device& device)
-{
-    const Device other = device.side(opposite(device.direction));
-    const std::string path = other.run_dir() + "/" + kRecordFile;
-    if (!path_exists(path))
-        return;
-    const Fd lock = lock_device(other);
-    auto record = AttachRecord::load(path);
-    if (record && record->egress.hook == EgressHook::TcClsact && !record->egress.created_clsact) {
-        record->egress.created_clsact = true;
-        record->save(path);
-    }
 }
 
 }  // namespace
@@ -327,87 +253,6 @@ AttachResult Shaper::attach(const std::string& dev, const AttachOptions& options
     record.save(record_path);
     rollback.commit();
     return {AttachOutcome::Attached, false, hook};
-}
-
-void Shaper::detach(const std::string& dev, Direction side)
-{
-    require_privileges();
-    quiet_libbpf();  // removing a tc filter where there is no clsact (TCX) is no news
-    const Device device = Device::resolve_managed(dev, side);
-    auto attached = [&] {
-        return path_exists(device.run_dir() + "/" + kRecordFile) || path_exists(device.pin_dir());
-    };
-    if (!attached())
-        throw Error(dev_prefix(device) + "not attached");
-    std::optional<AttachRecord> record;
-    {
-        // Held until the directories are gone: a detach at the same time finds nothing left.
-        const std::optional<Fd> lock = lock_unless_removed(device, attached);
-        if (!lock || !attached())
-            throw Error(dev_prefix(device) + "not attached");
-        record = AttachRecord::load(device.run_dir() + "/" + kRecordFile);
-        // A device deleted since attach took its filter and qdiscs with it; its ifindex may
-        // name another device by now, which must not be touched. Only the pins are left.
-        if (device.current_name() == device.name) {
-            const bool removed_clsact = detach_egress(device, record ? record->egress : EgressAttachment{});
-            if (record && record->installed_fq)
-                restore_root(device.ifindex, record->prior_root);
-            if (record && record->egress.created_clsact && !removed_clsact)
-                hand_over_clsact(device);
-        }
-        remove_device_dirs(device);
-    }
-}
-
-
-std::vector<ManagedDevice> Shaper::list()
-{
-    std::vector<ManagedDevice> devices;
-    const uint64_t here = current_netns();
-    for (const std::string& ns : list_dir(kRunRoot)) {
-        for (const std::string& dev : list_dir(std::string(kRunRoot) + "/" + ns)) {
-            auto record = AttachRecord::load(std::string(kRunRoot) + "/" + ns + "/" + dev + "/" +
-                                             kRecordFile);
-            if (!record)
-                continue;
-            ManagedDevice m{record->device, record->ifindex, record->netns, record->mode, false, false,
-                            record->egress, record->direction};
-            const Device d{record->device, record->ifindex, record->netns, record->direction};
-            if (record->netns == here) {
-                std::string name = d.current_name();
-                m.present = !name.empty();
-                if (m.present)
-                    m.name = name;
-            }
-            m.gone = egress_gone(d, record->egress, here);
-            devices.push_back(m);
-        }
-    }
-    return devices;
-}
-
-std::vector<ManagedDevice> Shaper::detach_gone()
-{
-    require_privileges();
-    const uint64_t here = current_netns();
-    std::vector<ManagedDevice> removed;
-    for (const ManagedDevice& m : list()) {
-        if (!m.gone)
-            continue;
-        const Device device{m.name, m.ifindex, m.netns, m.direction};
-        // Under the side's lock, as its record says now (an attach may have taken the ifindex
-        // again since the listing, another detach removed it), and removed before the lock goes.
-        const std::optional<Fd> lock =
-            lock_unless_removed(device, [&] { return path_exists(device.run_dir()); });
-        if (!lock)
-            continue;
-        const auto record = AttachRecord::load(device.run_dir() + "/" + kRecordFile);
-        if (!record || !egress_gone(device, record->egress, here))
-            continue;
-        remove_device_dirs(device);
-        removed.push_back(m);
-    }
-    return removed;
 }
 
 Shaper Shaper::open(const std::string& dev, Direction side)

@@ -4,30 +4,68 @@
 # binary again on Debian's 6.1, end-to-end pacing, the CNI plugin, the kernel matrix), then the
 # host tests (BPF_PROG_TEST_RUN, netns + veth integration, units) under ASan + UBSan
 # (build-asan/, scripts/sanitize.sh) while the fuzzers fuzz 20 s each (build-fuzz/). Needs root.
-# With arguments: one ctest of build/ with them, e.g. scripts/test.sh -R Datapath, -LE vm.
+# At the end (pass or fail) a table of each stage's time.
+#
+#   scripts/test.sh [--busy]          the whole suite; --busy keeps one core busy throughout
+#                                     (stress-ng --cpu 1), as a loaded CI machine would
+#   scripts/test.sh [--busy] ARGS...  one ctest of build/ with ARGS, e.g. -R Datapath, -LE vm
 #
 # Two tests at a time (ctest -j2): two guests side by side, each on a core; vm_e2e, which
-# measures rates, alone. Nothing runs beside the guests: they are CPU-bound, and vm_e2e missed
-# its bounds with builds beside it even at nice 19.
+# measures rates, alone. Nothing of ours runs beside the guests: they are CPU-bound.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "$(id -u)" -ne 0 ]; then
   echo "scripts/test.sh: run as root (the tests load BPF programs and create namespaces)" >&2
   exit 1
 fi
-bash scripts/build.sh
-start=$SECONDS
-if [ $# -gt 0 ]; then
-  exec ctest --test-dir build -j2 --output-on-failure --timeout 900 "$@"
+busy=0
+if [ "${1:-}" = --busy ]; then busy=1; shift; fi
+
+# stage NAME: closes the stage running so far and opens NAME; the table prints at exit.
+stages=() stage_name="" stage_t0=$SECONDS
+stage() {
+  [ -z "$stage_name" ] || stages+=("$(printf '%-34s %5d s' "$stage_name" $((SECONDS - stage_t0)))")
+  stage_name=$1 stage_t0=$SECONDS
+}
+finish() {
+  local rc=$?
+  stage ""
+  [ -z "$stressor" ] || kill "$stressor" 2>/dev/null || true
+  if [ ${#stages[@]} -gt 0 ]; then
+    echo "test: stage times$([ $busy = 0 ] || echo ', one core kept busy'):"
+    printf '  %s\n' "${stages[@]}"
+    printf '  %-34s %5d s\n' total "$SECONDS"
+  fi
+  exit $rc
+}
+stressor=""
+trap finish EXIT
+
+stage "dependencies"
+bash scripts/install-deps.sh
+if [ $busy = 1 ]; then
+  stress-ng --cpu 1 --timeout 3h --quiet &
+  stressor=$!
+  echo "test: stress-ng --cpu 1 keeps one core busy (pid $stressor)"
 fi
+stage "build (build/)"
+bash scripts/build.sh
+if [ $# -gt 0 ]; then
+  stage "ctest $*"
+  ctest --test-dir build -j2 --output-on-failure --timeout 900 "$@"
+  exit
+fi
+stage "guests (ctest -L vm)"
 ctest --test-dir build -j2 -L vm --output-on-failure --timeout 900
-echo "test: the guests' tests ran in $((SECONDS - start)) s"
 # Fuzzers: a clang + libFuzzer build of fuzz/ alone; each target fuzzes 20 s from its corpus,
 # one at a time beside the sanitizer stage's tests (its output after theirs).
+stage "fuzz build (build-fuzz/)"
 bash scripts/fuzz.sh --build-only
 # Sanitizers: everything built with -fsanitize=address,undefined, the host tests (ctest -LE vm);
 # any sanitizer report fails the run.
+stage "sanitizer build (build-asan/)"
 bash scripts/sanitize.sh --build-only
+stage "host tests (ASan + UBSan) + fuzzers"
 ctest --test-dir build-fuzz --output-on-failure >build/fuzz-tests.log 2>&1 &
 fuzz=$!
 rc=0
@@ -35,4 +73,4 @@ bash scripts/sanitize.sh || rc=$?
 wait "$fuzz" || rc=1
 cat build/fuzz-tests.log
 [ $rc = 0 ] || exit $rc
-echo "test: everything passed in $((SECONDS - start)) s after the build"
+echo "test: everything passed"
