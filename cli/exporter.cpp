@@ -114,7 +114,8 @@ HttpResponse answer(const std::string& path)
 
 }  // namespace
 
-void run_exporter(const std::string& listen, const std::string& netns, const std::string& web_config)
+void run_exporter(const std::string& listen, const std::string& netns, const std::string& web_config,
+                  std::chrono::nanoseconds head_timeout)
 {
     const auto [host, port] = parse_listen(listen);
     WebConfig web = web_config.empty() ? WebConfig{} : load_web_config(web_config);
@@ -135,7 +136,8 @@ void run_exporter(const std::string& listen, const std::string& netns, const std
     signal(SIGPIPE, SIG_IGN);  // a client gone mid-response: OpenSSL writes with plain send()
     std::fprintf(stderr, "shaperctl: exporter listening on %s (GET /metrics%s%s)\n", listen.c_str(),
                  web.tls ? ", TLS" : "", web.users.empty() ? "" : ", basic auth");
-    serve_http(std::move(listener), std::move(web), answer, stop_signals);
+    serve_http(std::move(listener), std::move(web), answer, stop_signals,
+               std::chrono::duration_cast<std::chrono::steady_clock::duration>(head_timeout));
 }
 
 }  // namespace shaperctl

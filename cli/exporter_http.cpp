@@ -34,7 +34,6 @@ using http::PasswordChecker;
 using http::Phase;
 
 constexpr size_t kMaxConnections = 512;
-constexpr auto kHeadTimeout = std::chrono::seconds(10);   // from accept (TLS handshake included), or first byte
 constexpr auto kWriteTimeout = std::chrono::seconds(30);  // the whole response
 constexpr auto kIdleTimeout = std::chrono::minutes(2);    // keep-alive between requests
 constexpr size_t kRememberedCredentials = 64;
@@ -44,8 +43,8 @@ constexpr uint64_t kListenerTag = 0, kSignalTag = 1, kAuthTag = 2, kFirstConnect
 
 class Server {
 public:
-    Server(Fd listener, WebConfig web, const HttpHandler& handler)
-        : listener_(std::move(listener)), web_(std::move(web)), handler_(handler)
+    Server(Fd listener, WebConfig web, const HttpHandler& handler, Clock::duration head_timeout)
+        : listener_(std::move(listener)), web_(std::move(web)), handler_(handler), head_timeout_(head_timeout)
     {
         if (!epoll_)
             throw Error(errno_message("the exporter cannot create an epoll instance", errno));
@@ -111,7 +110,7 @@ private:
         c.events = events;
     }
 
-    void enter(Connection& c, Phase phase, std::chrono::seconds timeout)
+    void enter(Connection& c, Phase phase, Clock::duration timeout)
     {
         c.phase = phase;
         c.since = Clock::now();
@@ -138,7 +137,7 @@ private:
             const uint64_t id = next_id_++;
             Connection& c = conns_[id];
             c.fd = std::move(fd);
-            enter(c, Phase::Head, kHeadTimeout);
+            enter(c, Phase::Head, head_timeout_);
             if (web_.tls) {
                 c.ssl.reset(SSL_new(web_.tls.get()));
                 if (!c.ssl || SSL_set_fd(c.ssl.get(), c.fd.get()) != 1) {
@@ -227,7 +226,7 @@ private:
             case Phase::Head: {
                 const Io io = http::read_some(c, reversed);
                 if (c.phase == Phase::Idle && !c.in.empty())
-                    enter(c, Phase::Head, kHeadTimeout);
+                    enter(c, Phase::Head, head_timeout_);
                 const size_t end = c.in.find("\r\n\r\n");
                 if (end != std::string::npos && end + 4 <= kMaxHeadBytes) {
                     request(id, c, end);
@@ -290,7 +289,7 @@ private:
                 checker_->submit(id, credentials.substr(colon + 1),
                                  user == web_.users.end() ? "" : user->second, web_.users.begin()->second);
                 c.path = r.path;
-                enter(c, Phase::Auth, kHeadTimeout);
+                enter(c, Phase::Auth, head_timeout_);
                 return;
             }
         }
@@ -342,6 +341,7 @@ private:
     Fd listener_;
     WebConfig web_;
     const HttpHandler& handler_;
+    const Clock::duration head_timeout_;  // from accept (TLS handshake included), or first byte
     Fd epoll_{epoll_create1(EPOLL_CLOEXEC)};
     std::unique_ptr<PasswordChecker> checker_;
     std::set<std::string> remembered_;  // SHA-256 of credentials that matched
@@ -375,9 +375,10 @@ Fd listen_tcp(const std::string& host, int port, const std::string& listen)
     return sock;
 }
 
-void serve_http(Fd listener, WebConfig web, const HttpHandler& handler, const sigset_t& stop_signals)
+void serve_http(Fd listener, WebConfig web, const HttpHandler& handler, const sigset_t& stop_signals,
+                Clock::duration head_timeout)
 {
-    Server(std::move(listener), std::move(web), handler).run(stop_signals);
+    Server(std::move(listener), std::move(web), handler, head_timeout).run(stop_signals);
 }
 
 }  // namespace shaperctl

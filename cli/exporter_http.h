@@ -1,6 +1,6 @@
 // The exporter's HTTP/1.1 server (TLS and basic auth per --web-config). One thread serves every
 // connection from an epoll loop, so no client can hold a thread: a request's head (TLS handshake
-// included) must arrive within 10 s and fit in 8 kB, a response must be taken within 30 s,
+// included) must arrive within the head timeout (--head-timeout, 10 s) and fit in 8 kB, a response must be taken within 30 s,
 // keep-alive connections idle for 2 min are closed, and at most 512 connections are open: a new
 // one closes an old one, idle keep-alive connections first, then those still sending their
 // request (oldest first). bcrypt checks run on a second thread, so wrong passwords cannot stall
@@ -10,6 +10,7 @@
 
 #include <signal.h>
 
+#include <chrono>
 #include <functional>
 #include <string>
 
@@ -37,6 +38,7 @@ using HttpHandler = std::function<HttpResponse(const std::string& path)>;
 Fd listen_tcp(const std::string& host, int port, const std::string& listen);
 
 // Serves `listener` until one of `stop_signals` arrives; the caller blocks them in every thread.
-void serve_http(Fd listener, WebConfig web, const HttpHandler& handler, const sigset_t& stop_signals);
+void serve_http(Fd listener, WebConfig web, const HttpHandler& handler, const sigset_t& stop_signals,
+                std::chrono::steady_clock::duration head_timeout);
 
 }  // namespace shaperctl

@@ -207,13 +207,19 @@ Run doctor(CLI::App* cmd, Common& c)
 
 Run exporter(CLI::App* cmd, Common& c)
 {
-    struct Opts { std::string listen = "127.0.0.1:9464", web_config; };
+    struct Opts { std::string listen = "127.0.0.1:9464", web_config, head_timeout = "10s"; };
     auto o = std::make_shared<Opts>();
     cmd->add_option("--listen", o->listen, "HOST:PORT to serve /metrics on (default 127.0.0.1:9464)");
     cmd->add_option("--web-config", o->web_config,
                     "FILE: TLS and basic auth, in the Prometheus exporter-toolkit format (README.md)");
+    cmd->add_option("--head-timeout", o->head_timeout,
+                    "how long a client has from connecting to send a request's head (default 10s)");
     return [o, &c] {
-        run_exporter(o->listen, c.netns, o->web_config);  // binds before it enters the namespace
+        const uint64_t head_timeout = parse_time(o->head_timeout);
+        if (head_timeout < 100'000'000ull || head_timeout > 3'600'000'000'000ull)
+            throw Error("bad --head-timeout \"" + o->head_timeout + "\": must be 100ms to 1h");
+        // Binds before it enters the namespace.
+        run_exporter(o->listen, c.netns, o->web_config, std::chrono::nanoseconds(head_timeout));
         return 0;
     };
 }

@@ -65,8 +65,9 @@ named() {
 }
 bins=(--bin "$(named "$bin" shaperctl)")
 [ -z "$next" ] || bins+=(--bin "$(named "$next" shaperctl_next)")
-udp_rate="$(dirname "$bin")/udp_rate"
-[ ! -x "$udp_rate" ] || bins+=(--bin "$udp_rate")
+for helper in udp_rate class_clock; do
+  [ ! -x "$(dirname "$bin")/$helper" ] || bins+=(--bin "$(dirname "$bin")/$helper")
+done
 load="$(cut -d' ' -f1 /proc/loadavg)"
 if awk -v l="$load" -v n="$(nproc)" 'BEGIN { exit !(l > n) }'; then
   echo "run-e2e: note: host load $load on $(nproc) cpus; the TCG guest will be slow (rate cases may SKIP)"
@@ -75,6 +76,7 @@ fi
 start=$SECONDS
 set +e
 "$repo/vm/run.sh" ${vm_args[@]+"${vm_args[@]}"} --timeout "$timeout" "${bins[@]}" \
+    --file "$here/judge.sh:/usr/local/share/shaperctl-vm/judge.sh" \
     "$here/$scenario" ${cases[@]+"${cases[@]}"} 2>&1 |
   tee "$log" |
   awk -v verbose="$verbose" '

@@ -1,0 +1,81 @@
+# shellcheck shell=sh
+# Judging a rate from what the datapath decided, not from what the guest managed to push
+# (sourced by e2e.sh in the VM). class_clock samples a class's clock, its charged bytes and
+# drops, and the device's transmitted bytes every 10 ms (tests/e2e/class_clock.c); from that:
+#
+# - Never faster (a hard bound, true on any machine): from the first sample, before the traffic,
+#   the device has sent at most rate x elapsed, plus what the class had stamped already, plus
+#   1 % and one 64 KB GSO packet, at every sample. A stalled guest only sends later, never more.
+# - As fast as configured when the shaper is the bottleneck: over each 0.5 s window in which the
+#   class held a backlog at every sample (its clock ahead of now) and the guest did not stall
+#   (no gap between samples over 30 ms), the device sent the rate (within 10 % and one GSO
+#   packet), and over all such windows together the rate within the case's tolerance. A window
+#   where the class ran dry was the sender's (a starved guest), not the shaper's: not judged,
+#   but counted, and told apart when the class had dropped packets just before.
+# Too few windows to judge (under half of them, or under 2) is neither a pass nor a failure:
+# the case says what it saw and runs again, at a rate the guest can offer.
+
+CLOCK_PERIOD_MS=10
+
+# clock_start NS DEV CLASS SECONDS OUT: samples in the background into OUT ($CLOCK_PID).
+clock_start() {
+  class_clock --netns "$1" --dev "$2" --class "$3" --period-ms $CLOCK_PERIOD_MS --seconds "$4" \
+    >"$5" 2>"$5.err" &
+  CLOCK_PID=$!
+  sleep 0.1  # a first sample before the traffic starts
+}
+
+# clock_now_s SAMPLES: the seconds of the latest sample, from the first one.
+clock_now_s() { awk 'NR == 1 { t0 = $1 } END { printf "%.3f", ($1 - t0) / 1e9 }' "$1"; }
+
+# clock_judge SAMPLES RATE_BPS FROM_S TO_S TOL_PCT [ORIGIN_S]
+# Judges the samples from FROM_S to TO_S (seconds from the first sample) at RATE_BPS, with the
+# never-faster bound counted from ORIGIN_S (default 0). The device's counters are turned into the
+# class's charge for TCP with timestamps and --overhead 24: a packet of S segments (a GSO packet
+# is counted once, with one set of headers, as it leaves sch_fq) is 66 + 1448 S bytes on the
+# device and 1538 S charged. The mean over the judged windows may miss by one 64 KB GSO packet.
+# Prints "VERDICT|TEXT", VERDICT one of PASS FAIL UNJUDGED.
+clock_judge() {
+  awk -v R="$2" -v from="$3" -v to="$4" -v tol="$5" -v origin="${6:-0}" \
+      -v gapmax=0.030 -v L=0.5 -v G=70000 '
+    { n++; t[n] = $1 / 1e9; tat[n] = $2 / 1e9; dr[n] = $4; tx[n] = ($5 - 66 * $6) * 1538 / 1448 }
+    END {
+      if (n < 3) { print "UNJUDGED|no samples of the class clock"; exit }
+      t0 = t[1]
+      for (o = 1; o < n && t[o] - t0 < origin; o++) {}
+      b0 = (tat[o] > t[o] ? tat[o] - t[o] : 0)
+      worst = -1e18
+      for (i = o; i <= n && t[i] - t0 <= to; i++) {
+        ex = tx[i] - tx[o] - (R / 8 * (t[i] - t[o] + b0) * 1.01 + G)
+        if (ex > worst) { worst = ex; at = t[i] - t0 }
+      }
+      for (a = from; a + L <= to + 1e-9; a += L) {
+        w++
+        for (ia = 1; ia <= n && t[ia] - t0 < a; ia++) {}
+        for (ib = ia; ib < n && t[ib + 1] - t0 <= a + L; ib++) {}
+        if (ia > n || ib <= ia) { stalled++; continue }
+        stall = (t[ia] - t0 - a > gapmax) || (a + L - (t[ib] - t0) > gapmax)
+        dry = 0
+        for (k = ia; k <= ib; k++) {
+          if (k > ia && t[k] - t[k - 1] > gapmax) stall = 1
+          if (tat[k] <= t[k]) dry = 1
+        }
+        if (stall) { stalled++; continue }
+        if (dry) { idle++; k = (ia > 50 ? ia - 50 : 1); if (dr[ib] > dr[k]) dropped++; continue }
+        judged++
+        secs = t[ib] - t[ia]; bytes = tx[ib] - tx[ia]
+        jsecs += secs; jbytes += bytes
+        if (bytes * 8 / secs < R * 0.9 - G * 8 / secs) low = low sprintf(" %.1f:%.2f", a, bytes * 8 / secs / 1e6)
+      }
+      mean = (jsecs > 0 ? jbytes * 8 / jsecs : 0)
+      text = sprintf("judged %d of %d windows at %.2f Mbit/s charged (%.2f expected, ±%s%%)", judged, w, mean / 1e6, R / 1e6, tol)
+      if (idle) text = text sprintf(", %d with the class run dry (%d after drops)", idle, dropped)
+      if (stalled) text = text sprintf(", %d with the guest stalled", stalled)
+      text = text sprintf("; most sent ahead of the rate %.0f B (bound 0) at %.2f s", worst, at)
+      if (worst > 0) { print "FAIL|faster than configured: " text; exit }
+      if (low != "") { print "FAIL|backlogged windows under 90 % of the rate (start:Mbit/s)" low ": " text; exit }
+      if (judged < 2 || judged * 2 < w) { print "UNJUDGED|" text; exit }
+      if (mean < R * (1 - tol / 100) - G * 8 / jsecs) { print "FAIL|slower than configured while backlogged: " text; exit }
+      print "PASS|" text
+    }' "$1"
+}
