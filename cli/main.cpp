@@ -217,7 +217,7 @@ Run exporter(CLI::App* cmd, Common& c)
     return [o, &c] {
         const uint64_t head_timeout = parse_time(o->head_timeout);
         if (head_timeout < 100'000'000ull || head_timeout > 3'600'000'000'000ull)
-            throw Error("bad --head-timeout \"" + o->head_timeout + "\": must be 100ms to 1h");
+            throw Error("bad --head-timeout \"" + o->head_timeout + "\": must be 100ms to 3600s");
         // Binds before it enters the namespace.
         run_exporter(o->listen, c.netns, o->web_config, std::chrono::nanoseconds(head_timeout));
         return 0;
