@@ -342,7 +342,7 @@ case_flows8() {
 }
 
 case_flood() {
-  local _rtts _n _p99 _j _tcp _udp _share
+  local _rtts _n _p99 _j _tcp _udp _share _sp0 _sp
   begin "8 TCP flows + a 100 Mbit UDP flood (5x) in one 20 Mbit class on va0, and a ping, 8 s"
   klass snd va0 --rate 20mbit || { result FAIL udp-flood-in-class "change-class failed"; return; }
   iperf_rx rcv 10.0.0.1 5201 /tmp/fl-tcp.json -t 8 -P 8 &
@@ -350,7 +350,9 @@ case_flood() {
   iperf_rx rcv 10.0.0.1 5205 /tmp/fl-udp.json -t 8 -u -b 100M -l 1400 &
   local _flood=$!
   sleep 2
+  _sp0=$(class_sparse snd va0 1)
   nsx snd "${PING:-ping}" -n -i 0.05 -c 100 10.0.0.2 >/tmp/fl-ping.txt 2>&1 || true
+  _sp=$(( $(class_sparse snd va0 1) - ${_sp0:-0} ))
   wait $_bulk $_flood
   iperf_failed udp-flood-in-class /tmp/fl-tcp.json && return
   _tcp=$(jq '.end.sum_received.bits_per_second / 1e6 * 100 | round / 100' /tmp/fl-tcp.json)
@@ -361,12 +363,15 @@ case_flood() {
   _p99=$(echo "$_rtts" | p99)
   _share=$(awk 'BEGIN { printf "%.2f", 20 / 9 }')
   # The flood is held near two fair shares (of 9 flows); the TCP flows share the rest evenly;
-  # the ping leaves ahead of the backlog. Bounds generous for TCG.
-  _msg="ping p99 ${_p99:-?} ms over $_n replies; TCP $_tcp Mbit/s (Jain $_j), UDP $_udp Mbit/s (share $_share)"
-  if [ "$_n" -ge 80 ] && cond "${_p99:-1e9} <= 20 && $_j >= 0.95 && $_udp <= 3 * $_share && $_tcp >= 12"; then
+  # the ping leaves ahead of the backlog: the datapath says so (its sparse counter took every
+  # echo request), the RTT only tells ahead (~1 ms) from behind (hundreds of ms), allowing the
+  # guest's own stalls on a busy host (tens of ms).
+  _msg="ping p99 ${_p99:-?} ms over $_n replies, $_sp sparse packets meanwhile; TCP $_tcp Mbit/s (Jain $_j), UDP $_udp Mbit/s (share $_share)"
+  if [ "$_n" -ge 80 ] && [ "${_sp:-0}" -ge "$_n" ] &&
+      cond "${_p99:-1e9} <= 40 && $_j >= 0.95 && $_udp <= 3 * $_share && $_tcp >= 12"; then
     result PASS udp-flood-in-class "$_msg"
   else
-    result FAIL udp-flood-in-class "$_msg (bounds: p99 20 ms, Jain 0.95, UDP 3 shares, TCP 12 Mbit/s)"
+    result FAIL udp-flood-in-class "$_msg (bounds: every request sparse, p99 40 ms, Jain 0.95, UDP 3 shares, TCP 12 Mbit/s)"
   fi
   # sch_fq hashes socketless and unconnected packets into flows, pings by address alone; the
   # class goes into that hash, so a ping of class 1 never queues in class 9's fq flow.
@@ -380,11 +385,13 @@ case_flood() {
   _rtts=$(grep -o 'time=[0-9.]*' /tmp/fq-ping.txt | cut -d= -f2)
   _n=$(echo "$_rtts" | grep -c . || true)
   _p99=$(echo "$_rtts" | p99)
+  # Sharing class 9's fq flow would hold class 1's pings for seconds; 40 ms allows the guest's
+  # own stalls on a busy host.
   _msg="class 1 ping p99 ${_p99:-?} ms over $_n replies while class 9 (100 kbit) holds seconds of pings to the same host"
-  if [ "$_n" -ge 55 ] && cond "${_p99:-1e9} <= 20"; then
+  if [ "$_n" -ge 55 ] && cond "${_p99:-1e9} <= 40"; then
     result PASS fq-flows-apart "$_msg"
   else
-    result FAIL fq-flows-apart "$_msg (bound 20 ms)"
+    result FAIL fq-flows-apart "$_msg (bound 40 ms; seconds if it shared class 9's fq flow)"
   fi
   shaperctl -n snd del-rule --dev va0 --pref 9 >/dev/null
   wait_drained snd va0 9 >/dev/null 2>&1 || sleep 3
