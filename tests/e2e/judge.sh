@@ -28,16 +28,17 @@ clock_start() {
 # clock_now_s SAMPLES: the seconds of the latest sample, from the first one.
 clock_now_s() { awk 'NR == 1 { t0 = $1 } END { printf "%.3f", ($1 - t0) / 1e9 }' "$1"; }
 
-# clock_judge SAMPLES RATE_BPS FROM_S TO_S TOL_PCT [ORIGIN_S]
+# clock_judge SAMPLES RATE_BPS FROM_S TO_S TOL_PCT [ORIGIN_S [GSO_BYTES]]
 # Judges the samples from FROM_S to TO_S (seconds from the first sample) at RATE_BPS, with the
-# never-faster bound counted from ORIGIN_S (default 0). The device's counters are turned into the
+# never-faster bound counted from ORIGIN_S (default 0) and GSO_BYTES the largest packet the
+# sender builds (default 70000: a 64 KB GSO packet with its headers). The device's counters are turned into the
 # class's charge for TCP with timestamps and --overhead 24: a packet of S segments (a GSO packet
 # is counted once, with one set of headers, as it leaves sch_fq) is 66 + 1448 S bytes on the
 # device and 1538 S charged. The mean over the judged windows may miss by one 64 KB GSO packet.
 # Prints "VERDICT|TEXT", VERDICT one of PASS FAIL UNJUDGED.
 clock_judge() {
   awk -v R="$2" -v from="$3" -v to="$4" -v tol="$5" -v origin="${6:-0}" \
-      -v gapmax=0.030 -v L=0.5 -v G=70000 '
+      -v gapmax=0.030 -v L=0.5 -v G="${7:-70000}" -v mode="${CLOCK_MODE:-judge}" '
     { n++; t[n] = $1 / 1e9; tat[n] = $2 / 1e9; dr[n] = $4; tx[n] = ($5 - 66 * $6) * 1538 / 1448 }
     END {
       if (n < 3) { print "UNJUDGED|no samples of the class clock"; exit }
@@ -67,6 +68,7 @@ clock_judge() {
         jsecs += secs; jbytes += bytes
         if (bytes * 8 / secs < R * 0.9 - G * 8 / secs) low = low sprintf(" %.1f:%.2f", a, bytes * 8 / secs / 1e6)
       }
+      if (mode == "count") { printf "%d %d\n", judged, w; exit }
       mean = (jsecs > 0 ? jbytes * 8 / jsecs : 0)
       text = sprintf("judged %d of %d windows at %.2f Mbit/s charged (%.2f expected, ±%s%%)", judged, w, mean / 1e6, R / 1e6, tol)
       if (idle) text = text sprintf(", %d with the class run dry (%d after drops)", idle, dropped)
@@ -78,4 +80,13 @@ clock_judge() {
       if (mean < R * (1 - tol / 100) - G * 8 / jsecs) { print "FAIL|slower than configured while backlogged: " text; exit }
       print "PASS|" text
     }' "$1"
+}
+
+# clock_backlogged SAMPLES FROM_S TO_S: "JUDGED WINDOWS", how many of the 0.5 s windows the
+# class held a backlog through with the guest running: where the receiver's goodput of one of
+# several classes on a device says something about the shaper.
+clock_backlogged() {
+  CLOCK_MODE=count
+  clock_judge "$1" 0 "$2" "$3" 0
+  CLOCK_MODE=judge
 }
