@@ -8,12 +8,15 @@
 #   police1s   tc police, burst 1 s of the rate (Cilium's ingress bucket)
 #   ifb-htb    ingress redirected to an ifb, HTB on the ifb (fq_codel under it where the guest
 #              kernel has it, else HTB's default pfifo)
-#   shaperctl  shaperctl attach --ingress + add-class --ingress: tried on every row; a CLI
-#              without ingress classes makes the row "not available" (its one-line error kept)
+#   shaperctl  shaperctl attach --ingress --no-ack-pacing + add-class --ingress: the policer
+#              alone; tried on every row; a CLI without it makes the row "not available" (its
+#              one-line error kept)
 #   shaperctl-ack  the same, and vb's send side attached in edt mode (sch_fq, no class): the
 #              receiver's ACKs paced by the ingress class's clock (bpf/ack_pace.h); the class
 #              with CoDel's paced target and interval (--target 5ms --interval 50ms, what
 #              shaperctl-cni gives it) unless --class-options says otherwise
+#   shaperctl-default  what README's commands give: attach --ingress (which attaches the send
+#              side for ACK pacing itself) + add-class --ingress with the defaults, nothing else
 # Per row: goodput error vs rate x 1448/1514, retransmits (count and % of the sender's segments),
 # the largest 1 s window after the first second, CE marks seen by the receiver (with ECN), the
 # shaper's drops, and whether the row meets the ingress goal (goodput within 3 % at 20 Mbit and
@@ -30,7 +33,7 @@
 # loaded on top of the harness's modules); everything it creates lives and dies in the VM.
 set -u
 
-ALL_PEERS="none police64k police1s ifb-htb shaperctl shaperctl-ack"
+ALL_PEERS="none police64k police1s ifb-htb shaperctl shaperctl-ack shaperctl-default"
 
 # ================================= on the host ==========================================
 
@@ -153,7 +156,7 @@ if [ -z "${SHAPERCTL_VM:-}" ]; then
   # --- plot (on the host): goodput error and retransmit % per row, one bar per peer ---
   if command -v gnuplot >/dev/null; then
     jq -r '
-      ["police64k", "police1s", "ifb-htb", "shaperctl", "shaperctl-ack"] as $p | .rows as $r
+      ["police64k", "police1s", "ifb-htb", "shaperctl", "shaperctl-ack", "shaperctl-default"] as $p | .rows as $r
       | (["row"] + ($p | map(. + " error %")) + ($p | map(. + " retrans %")) | @tsv),
         ([$r[] | "\(.rate_mbit) Mbit ECN \(.ecn)"] | unique_by(.) | sort_by(split(" ")[0] | tonumber)[]) as $k
         | [$k] + [$p[] as $x | ([$r[] | select("\(.rate_mbit) Mbit ECN \(.ecn)" == $k and .peer == $x) | .error_pct][0] // "?")]
@@ -236,14 +239,17 @@ setup() {
           CMDS="${CMDS}(no fq_codel in this kernel: HTB's default leaf)
 "
         fi ;;
-    shaperctl|shaperctl-ack)
-      CMDS="shaperctl -n r attach --dev vb --ingress
+    shaperctl|shaperctl-ack|shaperctl-default)
+      local _alone=--no-ack-pacing
+      [ "$1" != shaperctl-default ] || _alone=""
+      CMDS="shaperctl -n r attach --dev vb --ingress $_alone
 "
-      if ! shaperctl -n r attach --dev vb --ingress >/tmp/cmd.out 2>&1; then
+      if ! shaperctl -n r attach --dev vb --ingress $_alone >/tmp/cmd.out 2>&1; then
         UNAVAILABLE="$(head -n1 /tmp/cmd.out | head -c 200)"
         return 1
       fi
       opts=$CLASS_OPTIONS
+      [ "$1" = shaperctl-default ] && opts=""
       [ "$1" = shaperctl-ack ] && [ -z "$opts" ] && opts="--target 5ms --interval 50ms"
       cmd shaperctl -n r add-class --dev vb --ingress --id 1 --rate "${2}mbit" $opts &&
         cmd shaperctl -n r set-default --dev vb --ingress --class 1 &&
@@ -252,7 +258,7 @@ setup() {
 }
 teardown() {
   case "$1" in
-    shaperctl) shaperctl -n r detach --dev vb --ingress >/dev/null 2>&1 ;;
+    shaperctl|shaperctl-default) shaperctl -n r detach --dev vb --ingress >/dev/null 2>&1 ;;
     shaperctl-ack) shaperctl -n r detach --dev vb --ingress >/dev/null 2>&1
       shaperctl -n r detach --dev vb >/dev/null 2>&1 ;;
     none) ;;
@@ -274,7 +280,7 @@ counters() {
     ifb-htb)
       tc -n r -s -j qdisc show dev ifbr | jq -c '{drops: (map(.drops) | max), marks: (map(.ecn_mark // empty) | add),
         detail: map(del(.options, .refcnt, .root) | .parent //= "root")}' ;;
-    shaperctl|shaperctl-ack)
+    shaperctl|shaperctl-ack|shaperctl-default)
       shaperctl -n r status --dev vb --ingress --json --sample 0 | jq -c '.classes[0] as $c
         | {drops: $c.drops, marks: (($c.ecn_marks // 0) + ($c.fair_marks // 0)), detail: $c}' ;;
   esac
@@ -291,6 +297,7 @@ row() {
     ifb-htb) _label="ifb + HTB" ;;
     shaperctl) _label="shaperctl --ingress" ;;
     shaperctl-ack) _label="shaperctl --ingress, ACKs paced" ;;
+    shaperctl-default) _label="shaperctl attach --ingress alone (README)" ;;
   esac
   _t0=$(uptime_s)
   # ECN on: both ends ask for it (r opens the connections, s accepts); off: neither does.

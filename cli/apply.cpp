@@ -140,6 +140,22 @@ nlohmann::ordered_json dump_config(const std::string& dev)
     const auto side_of = [](const std::string& name, Direction side) {
         return std::pair{name, Shaper::open_unlocked(name, side).config()};
     };
+    // A send side that its receive side's attach brought for ACK pacing, still bare, is implied
+    // by the receive side's entry: applying that entry brings it again.
+    const std::vector<ManagedDevice> managed = Shaper::list();
+    const auto listed = [&](const std::string& name, Direction side) {
+        return std::any_of(devices.begin(), devices.end(),
+                           [&](const auto& d) { return d.first == name && d.second.side == side; });
+    };
+    const auto implied = [&](const std::pair<std::string, ShaperConfig>& side) {
+        const ShaperConfig& c = side.second;
+        return c.side == Direction::Egress && c.classes.empty() && c.rules.empty() && !c.default_class &&
+               listed(side.first, Direction::Ingress) &&
+               std::any_of(managed.begin(), managed.end(), [&](const ManagedDevice& m) {
+                   return m.present && m.name == side.first && m.direction == Direction::Egress &&
+                          m.for_ack_pacing;
+               });
+    };
     if (!dev.empty()) {
         // Each side attached; the egress side's refusal when neither is (or the device is gone).
         bool ingress = false;
@@ -152,11 +168,15 @@ nlohmann::ordered_json dump_config(const std::string& dev)
         if (ingress)
             devices.push_back(side_of(dev, Direction::Ingress));
     } else {
-        for (const ManagedDevice& m : Shaper::list())
+        for (const ManagedDevice& m : managed)
             if (m.present)
                 devices.push_back(side_of(m.name, m.direction));
     }
-    return config_json(devices);
+    decltype(devices) stated;
+    for (const auto& d : devices)
+        if (!implied(d))
+            stated.push_back(d);
+    return config_json(stated);
 }
 
 void apply_file(const std::string& path, bool dry_run, std::ostream& out)

@@ -51,11 +51,44 @@ void print_as(bool json, const JsonText& json_text, const Table& table)
         std::cout << table();
 }
 
+// The line an ingress attach adds about ACK pacing: what pacing has, or what is given up.
+void print_ack_pacing(const std::string& dev, const AttachResult& result)
+{
+    switch (result.ack_pacing) {
+    case AckPacing::NotAsked:
+    case AckPacing::SendSideThere:
+        break;
+    case AckPacing::SendSideAttached:
+        std::printf("%s: its send side attached too, in edt mode with no class, to pace the ACKs of "
+                    "received flows (detach --ingress takes it away; --no-ack-pacing declines it)\n",
+                    dev.c_str());
+        break;
+    case AckPacing::Unavailable:
+        std::printf("%s: no ACK pacing: %s\n", dev.c_str(), result.ack_pacing_why.c_str());
+        break;
+    }
+}
+
+// The line a receive side's detach adds about the send side it had attached for ACK pacing.
+void print_pacing_side(const std::string& dev, PacingSideAfterDetach pacing)
+{
+    const char* d = dev.c_str();
+    if (pacing == PacingSideAfterDetach::Detached)
+        std::printf("detached from %s, the send side attached for ACK pacing\n", d);
+    else if (pacing == PacingSideAfterDetach::KeptWithClasses)
+        std::printf("%s: its send side, attached for ACK pacing, stays: it has classes, rules or a default "
+                    "class now (detach --dev %s removes it)\n", d, d);
+    else if (pacing == PacingSideAfterDetach::Failed)
+        std::fprintf(stderr, "shaperctl: warning: %s: the send side attached for ACK pacing could not be "
+                             "detached; detach --dev %s removes it\n", d, d);
+}
+
 Run attach(CLI::App* cmd, Common& c)
 {
     struct Opts {
         std::string mode = "edt", fq_horizon = "10s", fq_flow_limit, fq_limit, max_classes;
-        CLI::Option *mode_opt, *horizon, *flow_limit, *limit;
+        bool no_ack_pacing = false;
+        CLI::Option *mode_opt, *horizon, *flow_limit, *limit, *no_pacing;
     };
     auto o = std::make_shared<Opts>();
     dev_option(cmd, c);
@@ -64,10 +97,14 @@ Run attach(CLI::App* cmd, Common& c)
     o->flow_limit = cmd->add_option("--fq-flow-limit", o->fq_flow_limit, "sch_fq packets per flow (default 100000; the kernel's 100 overflows under small packets)");
     o->limit = cmd->add_option("--fq-limit", o->fq_limit, "sch_fq packets in all (default 1000000)");
     cmd->add_option("--max-classes", o->max_classes, "class id capacity, fixed at first attach (default 16384)");
+    o->no_pacing = cmd->add_flag("--no-ack-pacing", o->no_ack_pacing,
+                                 "with --ingress: police alone, without attaching the send side to pace ACKs");
     return [o, &c] {
         if (c.ingress && o->mode_opt->count())
             throw Error("attach --ingress takes no --mode: received packets are not queued, so "
                         "ingress marks and drops");
+        if (!c.ingress && o->no_ack_pacing)
+            throw Error("--no-ack-pacing goes with --ingress: ACKs are paced for the receive side");
         AttachOptions options;
         options.direction = c.side();
         options.mode = mode_from_name(o->mode);
@@ -79,6 +116,7 @@ Run attach(CLI::App* cmd, Common& c)
         if (!o->max_classes.empty())
             options.max_classes = uint32_t(parse_int(o->max_classes, 2, SHAPER_LIMIT_MAX_CLASSES, "max classes"));
         options.fq_given = {o->horizon->count() > 0, o->flow_limit->count() > 0, o->limit->count() > 0};
+        options.ack_pacing = !o->no_ack_pacing;
         const AttachResult result = Shaper::attach(c.dev, options);
         const char* dev = c.dev.c_str();
         const char* fq_note = result.fq_changed ? "; fq options changed" : "";
@@ -101,6 +139,7 @@ Run attach(CLI::App* cmd, Common& c)
                         result.fq_changed ? "fq options changed" : "nothing changed");
             break;
         }
+        print_ack_pacing(c.dev, result);
         return 0;
     };
 }
@@ -133,8 +172,9 @@ Run detach(CLI::App* cmd, Common& c)
         }
         if (c.dev.empty())
             throw Error("detach needs --dev DEV, -f FILE or --gone");
-        Shaper::detach(c.dev, c.side());
+        const PacingSideAfterDetach pacing = Shaper::detach(c.dev, c.side());
         std::printf("detached from %s%s\n", c.dev.c_str(), c.ingress ? " ingress" : "");
+        print_pacing_side(c.dev, pacing);
         return 0;
     };
 }

@@ -41,7 +41,7 @@ nlohmann::ordered_json list_json(const std::vector<ManagedDevice>& devices)
     for (const ManagedDevice& d : devices)
         list.push_back({{"device", d.name}, {"ifindex", d.ifindex}, {"netns", d.netns},
                         {"direction", direction_name(d.direction)}, {"mode", mode_name(d.mode)},
-                        {"present", d.present}, {"gone", d.gone}});
+                        {"present", d.present}, {"gone", d.gone}, {"for_ack_pacing", d.for_ack_pacing}});
     return list;
 }
 
@@ -53,7 +53,8 @@ std::string list_table(const std::vector<ManagedDevice>& devices)
     for (const ManagedDevice& d : devices)
         rows.row({d.name, std::to_string(d.ifindex), std::to_string(d.netns), direction_name(d.direction),
                   mode_name(d.mode),
-                  d.present  ? "attached"
+                  d.present && d.for_ack_pacing ? "attached for ingress's ACK pacing"
+                  : d.present ? "attached"
                   : d.gone   ? "gone (detach --gone)"
                   : d.netns == here ? "moved out of this netns"
                                     : "other netns"});

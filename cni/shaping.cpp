@@ -4,6 +4,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <fstream>
@@ -161,9 +162,16 @@ bool pacing_only(const NetConf& conf, const Shaper& shaper)
 void detach_recorded(const HostDevice& host)
 {
     const uint64_t here = current_netns();
-    for (const ManagedDevice& m : Shaper::list())
-        if (m.netns == here && m.ifindex == host.ifindex && m.name == host.name)
-            Shaper::detach(m.name, m.direction);
+    // Listed again after each detach: a receive side's takes the send side it brought with it.
+    for (;;) {
+        const std::vector<ManagedDevice> managed = Shaper::list();
+        const auto m = std::find_if(managed.begin(), managed.end(), [&](const ManagedDevice& d) {
+            return d.netns == here && d.ifindex == host.ifindex && d.name == host.name;
+        });
+        if (m == managed.end())
+            return;
+        Shaper::detach(m->name, m->direction);
+    }
 }
 
 }  // namespace

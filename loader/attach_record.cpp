@@ -44,6 +44,7 @@ void AttachRecord::save(const std::string& path) const
         {"fq", {{"horizon_ns", fq.horizon_ns}, {"horizon_drop", fq.horizon_drop},
                 {"flow_limit", fq.flow_limit}, {"limit", fq.limit}}},
         {"prior_root", nullptr}, {"direction", direction_name(direction)},
+        {"for_ack_pacing", for_ack_pacing},
     };
     if (prior_root)
         j["prior_root"] = {{"kind", prior_root->kind}, {"handle", prior_root->handle},
@@ -76,6 +77,7 @@ std::optional<AttachRecord> AttachRecord::load(const std::string& path)
         r.installed_fq = j.at("installed_fq").get<bool>();
         // Records of builds before ingress: egress.
         r.direction = j.value("direction", "egress") == "ingress" ? Direction::Ingress : Direction::Egress;
+        r.for_ack_pacing = j.value("for_ack_pacing", false);
         r.egress.created_clsact = j.at("created_clsact").get<bool>();
         // Records of builds before TCX: a tc filter at priority 1.
         r.egress.hook = j.value("hook", "tc") == "tcx" ? EgressHook::Tcx : EgressHook::TcClsact;

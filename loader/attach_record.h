@@ -23,6 +23,9 @@ struct AttachRecord {
     std::optional<Qdisc> prior_root;  // the root qdisc before attach
     EgressAttachment egress;          // where the program runs, and whether we created clsact
     Direction direction = Direction::Egress;  // the side it shapes
+    // A send side attached by its receive side's attach, to pace that side's ACKs (no class):
+    // the receive side's detach takes it away again. An attach of the side itself clears it.
+    bool for_ack_pacing = false;
 
     void save(const std::string& path) const;
     static std::optional<AttachRecord> load(const std::string& path);  // nullopt: none

@@ -37,6 +37,19 @@ struct AttachOptions {
     FqOptionsGiven fq_given;
     uint32_t max_classes = 0;  // 0: SHAPER_DEFAULT_MAX_CLASSES, or what the device has
     Direction direction = Direction::Egress;  // ingress: police mode, no fq, verdicts by CoDel
+    // Ingress: the device's send side too, in edt mode with no class, where it is not attached
+    // and sch_fq exists, so that the receiver's ACKs are paced (bpf/ack_pace.h). Off: the
+    // receive side polices alone (--no-ack-pacing).
+    bool ack_pacing = true;
+    bool for_ack_pacing = false;  // this is that send side (AttachRecord::for_ack_pacing)
+};
+
+// What an ingress attach did for ACK pacing.
+enum class AckPacing {
+    NotAsked,          // an egress attach, or --no-ack-pacing
+    SendSideAttached,  // the send side attached now, for it
+    SendSideThere,     // the send side was attached already, in edt mode: it paces
+    Unavailable,       // nothing can pace here: AttachResult::ack_pacing_why says why
 };
 
 // Moved: from tc clsact to TCX (a newer kernel, or SHAPERCTL_ATTACH), or to our filter's
@@ -47,7 +60,12 @@ struct AttachResult {
     AttachOutcome outcome;
     bool fq_changed = false;  // attached already: the given fq options were applied in place
     EgressHook hook = EgressHook::TcClsact;  // where the program runs now
+    AckPacing ack_pacing = AckPacing::NotAsked;
+    std::string ack_pacing_why;  // Unavailable: a sentence
 };
+
+// What a detach of a receive side did to the send side it had attached for ACK pacing.
+enum class PacingSideAfterDetach { None, Detached, KeptWithClasses, Failed };
 
 struct ClassStatus {
     ClassSpec spec;
@@ -91,13 +109,16 @@ struct ManagedDevice {
     bool gone = false;  // the device is known gone with our program (egress_gone): detach_gone's
     EgressAttachment egress;
     Direction direction = Direction::Egress;
+    bool for_ack_pacing = false;  // a send side its receive side's attach brought (AttachRecord)
 };
 
 class Shaper {
 public:
     static AttachResult attach(const std::string& dev, const AttachOptions& options);
-    // Each side of a device is attached, opened and detached on its own.
-    static void detach(const std::string& dev, Direction side = Direction::Egress);
+    // Each side of a device is attached, opened and detached on its own, but for the send side
+    // a receive side's attach brings for ACK pacing (AttachOptions::ack_pacing): its detach takes
+    // that side away too, unless classes, rules or a default class were given to it since.
+    static PacingSideAfterDetach detach(const std::string& dev, Direction side = Direction::Egress);
     static std::vector<ManagedDevice> list();  // one entry per side attached
     // Removes the pins and records of every side whose device is gone (ManagedDevice::gone),
     // in any network namespace: a namespace deleted with a shaped device in it leaves them, and

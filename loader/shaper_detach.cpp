@@ -31,7 +31,30 @@ void hand_over_clsact(const Device& device)
 
 }  // namespace
 
-void Shaper::detach(const std::string& dev, Direction side)
+namespace {
+
+// The send side a receive side's attach brought for ACK pacing, after that receive side went:
+// detached unless the operator has given it classes, rules or a default class since.
+PacingSideAfterDetach release_pacing_side(const std::string& dev)
+try {
+    if (!Shaper::is_attached(dev, Direction::Egress))
+        return PacingSideAfterDetach::None;
+    const Shaper send = Shaper::open_unlocked(dev, Direction::Egress);
+    const auto record = AttachRecord::load(send.device().run_dir() + "/" + kRecordFile);
+    if (!record || !record->for_ack_pacing)
+        return PacingSideAfterDetach::None;
+    const ShaperConfig config = send.config();
+    if (!config.classes.empty() || !config.rules.empty() || config.default_class)
+        return PacingSideAfterDetach::KeptWithClasses;
+    Shaper::detach(dev, Direction::Egress);
+    return PacingSideAfterDetach::Detached;
+} catch (const Error&) {
+    return PacingSideAfterDetach::Failed;  // the receive side is gone all the same
+}
+
+}  // namespace
+
+PacingSideAfterDetach Shaper::detach(const std::string& dev, Direction side)
 {
     require_privileges();
     quiet_libbpf();  // removing a tc filter where there is no clsact (TCX) is no news
@@ -59,6 +82,7 @@ void Shaper::detach(const std::string& dev, Direction side)
         }
         remove_device_dirs(device);
     }
+    return side == Direction::Ingress ? release_pacing_side(dev) : PacingSideAfterDetach::None;
 }
 
 std::vector<ManagedDevice> Shaper::list()
@@ -72,7 +96,7 @@ std::vector<ManagedDevice> Shaper::list()
             if (!record)
                 continue;
             ManagedDevice m{record->device, record->ifindex, record->netns, record->mode, false, false,
-                            record->egress, record->direction};
+                            record->egress, record->direction, record->for_ack_pacing};
             const Device d{record->device, record->ifindex, record->netns, record->direction};
             if (record->netns == here) {
                 std::string name = d.current_name();

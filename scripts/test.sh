@@ -24,7 +24,7 @@ if [ "${1:-}" = --busy ]; then busy=1; shift; fi
 # stage NAME: closes the stage running so far and opens NAME; the table prints at exit.
 stages=() stage_name="" stage_t0=$SECONDS
 stage() {
-  [ -z "$stage_name" ] || stages+=("$(printf '%-34s %5d s' "$stage_name" $((SECONDS - stage_t0)))")
+  [ -z "$stage_name" ] || stages+=("$(printf '%-44s %5d s' "$stage_name" $((SECONDS - stage_t0)))")
   stage_name=$1 stage_t0=$SECONDS
 }
 finish() {
@@ -34,7 +34,7 @@ finish() {
   if [ ${#stages[@]} -gt 0 ]; then
     echo "test: stage times$([ $busy = 0 ] || echo ', one core kept busy'):"
     printf '  %s\n' "${stages[@]}"
-    printf '  %-34s %5d s\n' total "$SECONDS"
+    printf '  %-44s %5d s\n' total "$SECONDS"
   fi
   exit $rc
 }

@@ -248,6 +248,59 @@ TEST_F(IngressSide, StatusSaysWhetherTheSendSideHeldAnAckInTheLastSecond)
     EXPECT_EQ(paced(), false) << "the last one two seconds ago";
 }
 
+// `attach --ingress` alone paces: where the kernel has sch_fq it attaches the send side too (edt,
+// no class) and says so in a line, dump leaves that bare side to the receive side's entry, and
+// `detach --ingress` takes it away again, unless it was given a class since or attached by the
+// operator. Where nothing can pace, the line says what is given up. --no-ack-pacing: neither.
+TEST_F(IngressSide, AttachAlonePacesAcksWhereItCanAndDetachTakesThatSendSideAway)
+{
+    Outcome o = sh("attach --dev sh0 --ingress");
+    ASSERT_EQ(o.status, 0) << o.err;
+    if (o.out.find("no ACK pacing") != std::string::npos) {
+        EXPECT_NE(o.out.find("sh0: no ACK pacing: this kernel has no sch_fq (Linux 3.12+"), std::string::npos) << o.out;
+        EXPECT_NE(o.out.find("without ECN, 15-24 %"), std::string::npos) << o.out;
+        EXPECT_FALSE(hooked(Direction::Egress));
+        ok("detach --dev sh0 --ingress");
+        o = sh("attach --dev sh0 --ingress --no-ack-pacing");
+        EXPECT_EQ(o.out, "attached to sh0 ingress\n") << o.err;
+        return;
+    }
+    EXPECT_EQ(o.out, "attached to sh0 ingress\nsh0: its send side attached too, in edt mode with no class, to pace "
+                     "the ACKs of received flows (detach --ingress takes it away; --no-ack-pacing declines it)\n");
+    EXPECT_TRUE(hooked(Direction::Egress));
+    const json send = status("");
+    EXPECT_EQ(send["mode"], "edt");
+    EXPECT_TRUE(send["classes"].empty());
+    const json file = json::parse(sh("dump --dev sh0").out);
+    ASSERT_EQ(file["devices"].size(), 1u) << file;
+    EXPECT_EQ(file["devices"][0]["direction"], "ingress") << "the bare send side is the receive side's";
+    bool listed_for_pacing = false;
+    for (const json& d : json::parse(sh("list --json").out))
+        if (d["device"] == "sh0" && d["direction"] == "egress")
+            listed_for_pacing = d["for_ack_pacing"];
+    EXPECT_TRUE(listed_for_pacing);
+    EXPECT_EQ(sh("attach --dev sh0 --ingress").out, "sh0: already attached with this program; nothing changed\n");
+    o = sh("detach --dev sh0 --ingress");
+    EXPECT_EQ(o.out, "detached from sh0 ingress\ndetached from sh0, the send side attached for ACK pacing\n") << o.err;
+    EXPECT_FALSE(hooked(Direction::Egress));
+    EXPECT_FALSE(hooked(Direction::Ingress));
+
+    ok("attach --dev sh0 --ingress");
+    ok("add-class --dev sh0 --id 5 --rate 10mbit");
+    EXPECT_NE(sh("detach --dev sh0 --ingress").out.find("stays: it has classes"), std::string::npos);
+    EXPECT_TRUE(hooked(Direction::Egress));
+    ok("detach --dev sh0");
+
+    ok("attach --dev sh0 --ingress");
+    ok("attach --dev sh0");  // the operator's own: theirs from now on
+    EXPECT_EQ(sh("detach --dev sh0 --ingress").out, "detached from sh0 ingress\n");
+    EXPECT_TRUE(hooked(Direction::Egress));
+    ok("detach --dev sh0");
+
+    EXPECT_EQ(sh("attach --dev sh0 --ingress --no-ack-pacing").out, "attached to sh0 ingress\n");
+    EXPECT_FALSE(hooked(Direction::Egress));
+}
+
 TEST_F(IngressSide, BadInputIsRefusedInOneLineAndChangesNothing)
 {
     ok("attach --dev sh0 --mode police");
@@ -266,6 +319,7 @@ TEST_F(IngressSide, BadInputIsRefusedInOneLineAndChangesNothing)
     refused("add-rule --dev sh0 --ingress --pref 10 --class 1 --cgroup /", "cgroup");
     refused("attach --dev sh0 --ingress --mode edt", "--mode");
     refused("attach --dev sh0 --ingress --fq-horizon 5s", "fq options");
+    refused("attach --dev sh0 --no-ack-pacing", "--no-ack-pacing goes with --ingress");
     json after = status();
     EXPECT_EQ(after["classes"], before["classes"]);
     EXPECT_EQ(after["rules"], before["rules"]);
@@ -288,7 +342,7 @@ protected:
         ns_->ip("link set lo up");
         must_run(ip_tool() + " -n " + peer_ + " addr add 10.77.0.2/24 dev sh1");
         must_run(ip_tool() + " -n " + peer_ + " link set sh1 up");
-        ok("attach --dev sh0 --ingress");
+        ok("attach --dev sh0 --ingress --no-ack-pacing");  // the policer alone; one test paces
         ok("add-class --dev sh0 --ingress --id 1 --rate 20mbit");
         ok("set-default --dev sh0 --ingress --class 1");
     }
@@ -433,17 +487,18 @@ TEST_F(IngressTcp, WithEcnTheClassMarksAndTheReceiverSeesTheMarks)
         << "the receiver's IP saw fewer CE packets than were marked";
 }
 
-// With the send side attached too (edt: sch_fq, in the stock-kernel VM) the receiver's ACKs are
-// held, and offer each flow no more than its share of the class for its round trip plus a
+// With the send side attached too (edt: sch_fq, in the stock-kernel VM), as `attach --ingress`
+// does by default, the receiver's ACKs are held, and offer each flow no more than its share of the class for its round trip plus a
 // sixteenth of the horizon (bpf/ack_pace.h): senders without ECN then need no losses past the
 // one that ends each flow's slow start. The records say what the handshake gave: the window
 // scale of the receiver's SYN-ACK, the path's round trip, a window.
 TEST_F(IngressTcp, PacedSendersWithoutEcnLoseNoMoreThanTheFirstPacketOfEachFlow)
 {
-    if (access("/sys/module/sch_fq", F_OK) != 0)
-        GTEST_SKIP() << "this kernel has no sch_fq";
     ok("change-class --dev sh0 --ingress --id 1 --target 5ms --interval 50ms");
-    ok("attach --dev sh0");
+    const Outcome again = sh("attach --dev sh0 --ingress");  // now with ACK pacing, as by default
+    if (again.out.find("no ACK pacing") != std::string::npos)
+        GTEST_SKIP() << "this kernel has no sch_fq";
+    ASSERT_NE(again.out.find("its send side attached too"), std::string::npos) << again.out << again.err;
     set_ecn(false);
     const ClassCounters c = run_flows();
     EXPECT_EQ(c.ecn_marks + c.fair_marks, 0u);
