@@ -3,7 +3,7 @@
 # CTest. Without arguments (CI): the tests in the stock-kernel VM (ctest -L vm: the host test
 # binary again on Debian's 6.1, end-to-end pacing, the CNI plugin, the kernel matrix), then the
 # host tests (BPF_PROG_TEST_RUN, netns + veth integration, units) under ASan + UBSan
-# (build-asan/, scripts/sanitize.sh) while the fuzzers fuzz 20 s each (build-fuzz/). Needs root.
+# (build-asan/, scripts/sanitize.sh) while the fuzzers fuzz 12 s each (build-fuzz/). Needs root.
 # At the end (pass or fail) a table of each stage's time.
 #
 #   scripts/test.sh [--busy]          the whole suite; --busy keeps one core busy throughout
@@ -59,7 +59,7 @@ stage "guests (ctest -L vm but vm_e2e)"
 ctest --test-dir build -j2 -L vm -E '^vm_e2e$' --output-on-failure --timeout 900
 # vm_e2e (about one core) beside the two other builds at the lowest priority: its rate cases are
 # judged from the datapath's own samples (tests/e2e/judge.sh), which a busy host cannot fake.
-# Fuzzers: a clang + libFuzzer build of fuzz/ alone; each target fuzzes 20 s from its corpus,
+# Fuzzers: a clang + libFuzzer build of fuzz/ alone; each target fuzzes 12 s from its corpus,
 # beside the sanitizer stage's tests (its output after theirs). Sanitizers: everything built with
 # -fsanitize=address,undefined, the host tests (ctest -LE vm); any sanitizer report fails the run.
 stage "vm_e2e beside the fuzz and sanitizer builds"
