@@ -1,11 +1,12 @@
 // The exporter's HTTP/1.1 server (TLS and basic auth per --web-config). One thread serves every
 // connection from an epoll loop, so no client can hold a thread: a request's head (TLS handshake
-// included) must arrive within the head timeout (--head-timeout, 10 s) and fit in 8 kB, a response must be taken within 30 s,
-// keep-alive connections idle for 2 min are closed, and at most 512 connections are open: a new
-// one closes an old one, idle keep-alive connections first, then those still sending their
-// request (oldest first). bcrypt checks run on a second thread, so wrong passwords cannot stall
-// the loop; credentials that matched are remembered. A streamed body is made a piece at a time
-// as its socket drains: a connection holds one piece of it.
+// included) must arrive within the head timeout (--head-timeout, 10 s by default) and fit in
+// 8 kB, a response must be taken within 30 s, keep-alive connections idle for 2 min are closed,
+// and at most 512 connections are open: a new one closes an old one, idle keep-alive
+// connections first, then those still sending their request (oldest first). bcrypt checks run
+// on a second thread, so wrong passwords cannot stall the loop; credentials that matched are
+// remembered. A streamed body is made a piece at a time as its socket drains: a connection holds
+// one piece of it.
 #pragma once
 
 #include <signal.h>

@@ -88,7 +88,7 @@ Run attach(CLI::App* cmd, Common& c)
     struct Opts {
         std::string mode = "edt", fq_horizon = "10s", fq_flow_limit, fq_limit, max_classes;
         bool no_ack_pacing = false;
-        CLI::Option *mode_opt, *horizon, *flow_limit, *limit, *no_pacing;
+        CLI::Option *mode_opt, *horizon, *flow_limit, *limit;
     };
     auto o = std::make_shared<Opts>();
     dev_option(cmd, c);
@@ -97,8 +97,8 @@ Run attach(CLI::App* cmd, Common& c)
     o->flow_limit = cmd->add_option("--fq-flow-limit", o->fq_flow_limit, "sch_fq packets per flow (default 100000; the kernel's 100 overflows under small packets)");
     o->limit = cmd->add_option("--fq-limit", o->fq_limit, "sch_fq packets in all (default 1000000)");
     cmd->add_option("--max-classes", o->max_classes, "class id capacity, fixed at first attach (default 16384)");
-    o->no_pacing = cmd->add_flag("--no-ack-pacing", o->no_ack_pacing,
-                                 "with --ingress: police alone, without attaching the send side to pace ACKs");
+    cmd->add_flag("--no-ack-pacing", o->no_ack_pacing,
+                  "with --ingress: police alone, without attaching the send side to pace ACKs");
     return [o, &c] {
         if (c.ingress && o->mode_opt->count())
             throw Error("attach --ingress takes no --mode: received packets are not queued, so "
