@@ -10,9 +10,8 @@
 #                                     (stress-ng --cpu 1), as a loaded CI machine would
 #   scripts/test.sh [--busy] ARGS...  one ctest of build/ with ARGS, e.g. -R Datapath, -LE vm
 #
-# Two tests at a time (ctest -j2): two guests side by side, each on a core, then vm_e2e, with
-# the fuzz and sanitizer builds beside all of them at nice 19; then the host tests beside the
-# fuzzers.
+# Two tests at a time (ctest -j2): two guests side by side, each on a core; then vm_e2e beside
+# the fuzz and sanitizer builds (nice 19), then the host tests beside the fuzzers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "$(id -u)" -ne 0 ]; then
@@ -32,7 +31,6 @@ finish() {
   local rc=$?
   stage ""
   [ -z "$stressor" ] || kill "$stressor" 2>/dev/null || true
-  [ -z "$builds" ] || kill -- -"$builds" 2>/dev/null || true
   if [ ${#stages[@]} -gt 0 ]; then
     echo "test: stage times$([ $busy = 0 ] || echo ', one core kept busy'):"
     printf '  %s\n' "${stages[@]}"
@@ -40,7 +38,7 @@ finish() {
   fi
   exit $rc
 }
-stressor="" builds=""
+stressor=""
 trap finish EXIT
 
 stage "dependencies"
@@ -57,24 +55,21 @@ if [ $# -gt 0 ]; then
   ctest --test-dir build -j2 --output-on-failure --timeout 900 "$@"
   exit
 fi
-# The fuzz and sanitizer builds (clang) start now, at the lowest priority: they take what CPU the
-# guests leave (a shard ahead of the other, a guest booting, the matrix's tail) and are waited
-# for after vm_e2e. Fuzzers: a clang + libFuzzer build of fuzz/ alone; each target fuzzes 12 s
-# from its corpus beside the sanitizer stage's tests (its output after theirs). Sanitizers:
-# everything built with -fsanitize=address,undefined, the host tests (ctest -LE vm); any
-# sanitizer report fails the run.
-setsid nice -n 19 bash -c 'bash scripts/fuzz.sh --build-only && bash scripts/sanitize.sh --build-only' \
-  >build/clang-builds.log 2>&1 &
-builds=$!  # its own process group: a run that fails early ends the builds with it
-stage "guests (ctest -L vm but vm_e2e), clang builds beside"
+stage "guests (ctest -L vm but vm_e2e)"
+ctest --test-dir build -j2 -L vm -E '^vm_e2e$' --output-on-failure --timeout 900
+# vm_e2e (about one core) beside the two other builds at the lowest priority: its rate cases are
+# judged from the datapath's own samples (tests/e2e/judge.sh), which a busy host cannot fake.
+# Fuzzers: a clang + libFuzzer build of fuzz/ alone; each target fuzzes 12 s from its corpus,
+# beside the sanitizer stage's tests (its output after theirs). Sanitizers: everything built with
+# -fsanitize=address,undefined, the host tests (ctest -LE vm); any sanitizer report fails the run.
+stage "vm_e2e beside the fuzz and sanitizer builds"
+ctest --test-dir build -R '^vm_e2e$' --output-on-failure --timeout 900 >build/vm-e2e.log 2>&1 &
+e2e=$!
 rc=0
-ctest --test-dir build -j2 -L vm -E '^vm_e2e$' --output-on-failure --timeout 900 || rc=$?
-# vm_e2e (about one core) alone but for those builds: its rate cases are judged from the
-# datapath's own samples (tests/e2e/judge.sh), which a busy host cannot fake.
-stage "vm_e2e, clang builds beside"
-[ $rc != 0 ] || ctest --test-dir build -R '^vm_e2e$' --output-on-failure --timeout 900 || rc=$?
-stage "the clang builds' rest"
-wait "$builds" || { rc=1; echo "test: the fuzz or sanitizer build failed:"; tail -40 build/clang-builds.log; }
+nice -n 19 bash scripts/fuzz.sh --build-only || rc=$?
+[ $rc != 0 ] || nice -n 19 bash scripts/sanitize.sh --build-only || rc=$?
+wait "$e2e" || rc=1
+cat build/vm-e2e.log
 [ $rc = 0 ] || exit $rc
 stage "host tests (ASan + UBSan) + fuzzers"
 ctest --test-dir build-fuzz --output-on-failure >build/fuzz-tests.log 2>&1 &
