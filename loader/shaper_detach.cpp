@@ -29,10 +29,6 @@ void hand_over_clsact(const Device& device)
     }
 }
 
-}  // namespace
-
-namespace {
-
 // The send side a receive side's attach brought for ACK pacing, after that receive side went:
 // detached unless the operator has given it classes, rules or a default class since.
 PacingSideAfterDetach release_pacing_side(const std::string& dev)
