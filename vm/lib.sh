@@ -87,6 +87,11 @@ goodput_bps() {
   jq -r --argjson skip "$2" '[.intervals[:-1][].sum | select(.start >= $skip - 0.001)]
     | if length == 0 then 0 else ((map(.bytes) | add) * 8 / (map(.seconds) | add)) end' "$1"
 }
+# goodput_run_bps JSON: receiver bits/s from its start to the end of its last full interval. A
+# hard upper bound for a shaper with no burst on any machine: at the start the receiver holds
+# nothing unread, so a starved receiver reads late but never more than arrived; goodput_bps
+# over later intervals can count a backlog of unread bytes it held when the window opened.
+goodput_run_bps() { goodput_bps "$1" 0; }
 # iperf_error JSON: iperf3's error message, empty when it ran.
 iperf_error() {
   jq -r '.error // empty' "$1" 2>/dev/null ||
