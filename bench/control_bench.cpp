@@ -35,10 +35,10 @@
 #include <type_traits>
 #include <vector>
 
-#include "loader/class_config.h"
+#include "core/class_config.h"
 #include "loader/device.h"
-#include "loader/direction.h"
-#include "loader/error.h"
+#include "core/direction.h"
+#include "core/error.h"
 #include "loader/fd.h"
 #include "loader/libbpf_log.h"
 #include "loader/maps.h"

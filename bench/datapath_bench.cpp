@@ -43,7 +43,7 @@
 #include <thread>
 #include <vector>
 
-#include "loader/class_config.h"
+#include "core/class_config.h"
 #include "loader/libbpf_log.h"
 #include "loader/maps.h"
 #include "loader/program.h"

@@ -5,12 +5,13 @@
 #include <set>
 #include <vector>
 
-#include "config_file.h"
-#include "loader/plan.h"
+#include "core/config_file.h"
+#include "core/plan.h"
+#include "loader/cgroup.h"
 #include "loader/device.h"
-#include "loader/error.h"
+#include "core/error.h"
 #include "loader/shaper.h"
-#include "units.h"
+#include "core/units.h"
 
 namespace shaperctl {
 namespace {
@@ -176,12 +177,12 @@ nlohmann::ordered_json dump_config(const std::string& dev)
     for (const auto& d : devices)
         if (!implied(d))
             stated.push_back(d);
-    return config_json(stated);
+    return config_json(stated, host_cgroups());
 }
 
 void apply_file(const std::string& path, bool dry_run, std::ostream& out)
 {
-    const ConfigFile file = load_config(path);
+    const ConfigFile file = load_config(path, host_cgroups());
     std::vector<Target> targets(file.devices.size());
     try {
         std::map<std::pair<int, Direction>, std::string> seen;  // -> path: two names of one device's side
@@ -253,7 +254,7 @@ void apply_file(const std::string& path, bool dry_run, std::ostream& out)
 
 void detach_file(const std::string& path, std::ostream& out)
 {
-    const ConfigFile file = load_config(path);
+    const ConfigFile file = load_config(path, host_cgroups());
     std::string first_error;
     for (const ConfigDevice& d : file.devices) {
         try {

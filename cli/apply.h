@@ -1,4 +1,4 @@
-// dump, apply -f and detach -f: whole configurations of devices (cli/config_file.h).
+// dump, apply -f and detach -f: whole configurations of devices (core/config_file.h).
 #pragma once
 
 #include <nlohmann/json.hpp>

@@ -1,12 +1,12 @@
 // The options of add-class and change-class, one per field of the class table
-// (loader/class_spec.h) with its help text, and those of add-rule.
+// (core/class_spec.h) with its help text, and those of add-rule.
 #pragma once
 
 #include <CLI/CLI.hpp>
 #include <map>
 #include <string>
 
-#include "loader/class_spec.h"
+#include "core/class_spec.h"
 #include "rule_args.h"
 
 namespace shaperctl {

@@ -8,7 +8,7 @@
 #include <functional>
 #include <string>
 
-#include "loader/direction.h"
+#include "core/direction.h"
 
 namespace shaperctl {
 

@@ -6,10 +6,10 @@
 #include <memory>
 
 #include "class_options.h"
-#include "loader/error.h"
+#include "core/error.h"
 #include "loader/shaper.h"
 #include "rule_args.h"
-#include "units.h"
+#include "core/units.h"
 
 namespace shaperctl {
 

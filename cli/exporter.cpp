@@ -14,7 +14,7 @@
 #include "exporter_privileges.h"
 #include "exporter_web_config.h"
 #include "loader/device.h"
-#include "loader/error.h"
+#include "core/error.h"
 #include "loader/fd.h"
 
 namespace shaperctl {

@@ -21,7 +21,7 @@
 #include "http_auth.h"
 #include "http_connection.h"
 #include "http_request.h"
-#include "loader/error.h"
+#include "core/error.h"
 
 namespace shaperctl {
 namespace {

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <string_view>
 
-#include "loader/mode.h"
+#include "core/mode.h"
 
 namespace shaperctl {
 namespace {

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <string>
 
-#include "loader/error.h"
+#include "core/error.h"
 
 namespace shaperctl {
 

@@ -14,7 +14,7 @@
 #include <sstream>
 #include <vector>
 
-#include "loader/error.h"
+#include "core/error.h"
 #include "loader/fd.h"
 
 namespace shaperctl {

@@ -9,7 +9,7 @@
 
 #include "exporter_web_config.h"
 #include "http_request.h"
-#include "loader/error.h"
+#include "core/error.h"
 
 namespace shaperctl::http {
 

@@ -11,16 +11,16 @@
 
 #include "apply.h"
 #include "command.h"
-#include "config_schema.h"
+#include "core/config_schema.h"
 #include "exporter.h"
 #include "loader/device.h"
 #include "loader/doctor.h"
-#include "loader/error.h"
-#include "loader/mode.h"
+#include "core/error.h"
+#include "core/mode.h"
 #include "loader/shaper.h"
 #include "manpage.h"
 #include "output.h"
-#include "units.h"
+#include "core/units.h"
 #include "watch.h"
 
 #ifndef SHAPERCTL_VERSION

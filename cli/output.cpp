@@ -5,7 +5,7 @@
 #include <sstream>
 
 #include "columns.h"
-#include "loader/mode.h"
+#include "core/mode.h"
 
 namespace shaperctl {
 

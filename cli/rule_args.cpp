@@ -1,8 +1,8 @@
 #include "rule_args.h"
 
 #include "loader/cgroup.h"
-#include "loader/error.h"
-#include "units.h"
+#include "core/error.h"
+#include "core/units.h"
 
 namespace shaperctl {
 

@@ -1,10 +1,10 @@
-// add-rule's options as typed, into a rule (loader/rule_spec.h).
+// add-rule's options as typed, into a rule (core/rule_spec.h).
 #pragma once
 
 #include <string>
 #include <string_view>
 
-#include "loader/rule_spec.h"
+#include "core/rule_spec.h"
 
 namespace shaperctl {
 

@@ -1,9 +1,9 @@
 #include "status_json.h"
 
-#include "loader/class_spec.h"
+#include "core/class_spec.h"
 #include "loader/egress_hook.h"
-#include "loader/mode.h"
-#include "loader/rule_spec.h"
+#include "core/mode.h"
+#include "core/rule_spec.h"
 
 namespace shaperctl {
 namespace {

@@ -1,9 +1,9 @@
 #include "status_table.h"
 
 #include "loader/egress_hook.h"
-#include "loader/mode.h"
-#include "loader/rule_spec.h"
-#include "units.h"
+#include "core/mode.h"
+#include "core/rule_spec.h"
+#include "core/units.h"
 
 namespace shaperctl {
 namespace {

@@ -9,12 +9,12 @@
 #include <iostream>
 #include <vector>
 
-#include "loader/error.h"
+#include "core/error.h"
 #include "loader/shaper.h"
 #include "status_json.h"
 #include "status_table.h"
 #include "text_sink.h"
-#include "units.h"
+#include "core/units.h"
 
 namespace shaperctl {
 namespace {

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "loader/direction.h"
+#include "core/direction.h"
 
 namespace shaperctl {
 

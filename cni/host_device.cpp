@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "cni_error.h"
-#include "loader/error.h"
+#include "core/error.h"
 #include "loader/fd.h"
 #include "loader/rtnetlink.h"
 

@@ -3,11 +3,11 @@
 #include <algorithm>
 
 #include "cni_error.h"
-#include "json_read.h"
-#include "loader/class_config.h"
-#include "loader/direction.h"
-#include "loader/error.h"
-#include "loader/mode.h"
+#include "core/json_read.h"
+#include "core/class_config.h"
+#include "core/direction.h"
+#include "core/error.h"
+#include "core/mode.h"
 
 namespace shaperctl::cni {
 namespace {

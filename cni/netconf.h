@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "loader/class_spec.h"
+#include "core/class_spec.h"
 
 namespace shaperctl::cni {
 

@@ -13,8 +13,8 @@
 
 #include "cni_error.h"
 #include "loader/bpffs.h"
-#include "loader/direction.h"
-#include "loader/error.h"
+#include "core/direction.h"
+#include "core/error.h"
 #include "loader/fd.h"
 #include "loader/shaper.h"
 

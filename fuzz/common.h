@@ -1,7 +1,7 @@
 // Shared by the fuzz targets: a property checker that aborts (libFuzzer saves the input as a
-// crash artifact) and an independent reference for the units grammar of cli/units.h.
+// crash artifact) and an independent reference for the units grammar of core/units.h.
 //
-// The reference is written from the contract (the comments of cli/units.h and README.md's
+// The reference is written from the contract (the comments of core/units.h and README.md's
 // "Units" paragraph), not from units.cpp: it decides acceptance with its own grammar and
 // computes values in decimal arithmetic of unbounded size, so a disagreement is a real
 // divergence between what the parser does and what it promises.
@@ -17,8 +17,8 @@
 #include <string_view>
 #include <vector>
 
-#include "loader/error.h"
-#include "units.h"
+#include "core/error.h"
+#include "core/units.h"
 
 namespace fuzz {
 
@@ -156,7 +156,7 @@ struct RefUnit {
     uint64_t scale;
 };
 
-// The unit tables as cli/units.h and README.md state them.
+// The unit tables as core/units.h and README.md state them.
 inline constexpr uint64_t K = 1000, Ki = 1024;
 inline const std::vector<RefUnit> kRefRate = {
     {"bit", 1}, {"kbit", K}, {"mbit", K * K}, {"gbit", K * K * K}, {"tbit", K * K * K * K},

@@ -17,9 +17,9 @@
 #include <utility>
 
 #include "common.h"
-#include "config_file.h"
-#include "loader/plan.h"
-#include "loader/rule_compiler.h"
+#include "core/config_file.h"
+#include "core/plan.h"
+#include "core/rule_compiler.h"
 
 namespace {
 

@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "loader/error.h"
+#include "core/error.h"
 
 namespace shaperctl {
 namespace {

@@ -10,7 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 
-#include "loader/error.h"
+#include "core/error.h"
 
 namespace shaperctl {
 

@@ -10,7 +10,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "loader/error.h"
+#include "core/error.h"
 
 namespace shaperctl {
 

@@ -10,7 +10,7 @@
 
 #include "loader/attach_record.h"
 #include "loader/bpffs.h"
-#include "loader/error.h"
+#include "core/error.h"
 
 namespace shaperctl {
 

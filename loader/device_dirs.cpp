@@ -8,7 +8,7 @@
 #include <cerrno>
 
 #include "loader/bpffs.h"
-#include "loader/error.h"
+#include "core/error.h"
 #include "shaper_abi.h"
 
 namespace shaperctl {

@@ -22,7 +22,7 @@
 
 #include "loader/device.h"
 #include "loader/egress_hook.h"
-#include "loader/error.h"
+#include "core/error.h"
 #include "loader/kernel_features.h"
 #include "loader/libbpf_log.h"
 #include "loader/maps.h"

@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "loader/error.h"
+#include "core/error.h"
 #include "loader/tcx_link.h"
 
 namespace shaperctl {

@@ -12,7 +12,7 @@
 #include <memory>
 #include <utility>
 
-#include "loader/error.h"
+#include "core/error.h"
 #include "loader/fd.h"
 
 namespace shaperctl {

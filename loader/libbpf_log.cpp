@@ -9,7 +9,7 @@
 
 #include "loader/bpffs.h"
 #include "loader/device.h"
-#include "loader/error.h"
+#include "core/error.h"
 
 namespace shaperctl {
 namespace {

@@ -6,7 +6,7 @@
 #include <cerrno>
 #include <string>
 
-#include "loader/error.h"
+#include "core/error.h"
 
 namespace shaperctl {
 

@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "loader/error.h"
+#include "core/error.h"
 #include "loader/fd.h"
 
 namespace shaperctl {

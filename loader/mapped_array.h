@@ -12,7 +12,7 @@
 #include <string>
 #include <utility>
 
-#include "loader/error.h"
+#include "core/error.h"
 
 namespace shaperctl {
 

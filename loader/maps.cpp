@@ -10,7 +10,7 @@
 #include <utility>
 #include <cerrno>
 
-#include "loader/error.h"
+#include "core/error.h"
 #include "loader/map_batch.h"
 #include "loader/map_io.h"
 #include "loader/program.h"

@@ -3,7 +3,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
-#include "loader/error.h"
+#include "core/error.h"
 #include "loader/map_batch.h"
 #include "loader/map_io.h"
 #include "loader/maps.h"

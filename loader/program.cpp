@@ -9,7 +9,7 @@
 #include <string>
 #include <utility>
 
-#include "loader/error.h"
+#include "core/error.h"
 #include "loader/fd.h"
 #include "loader/kernel_features.h"
 #include "loader/libbpf_log.h"

@@ -8,7 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "loader/error.h"
+#include "core/error.h"
 
 namespace shaperctl::rtnl {
 namespace {

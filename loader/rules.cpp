@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "loader/error.h"
+#include "core/error.h"
 #include "loader/maps.h"
 
 namespace shaperctl {

@@ -1,13 +1,13 @@
 // Classification rules in the maps: stored one per slot, published as a compiled generation.
-// Checking and compiling them is loader/rule_compiler.h (no libbpf).
+// Checking and compiling them is core/rule_compiler.h (no libbpf).
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <vector>
 
-#include "loader/rule_compiler.h"
-#include "loader/rule_spec.h"
+#include "core/rule_compiler.h"
+#include "core/rule_spec.h"
 #include "shaper_abi.h"
 
 namespace shaperctl {

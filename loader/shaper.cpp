@@ -20,7 +20,7 @@
 #include "loader/device_dirs.h"
 #include "loader/egress_hook.h"
 #include "loader/libbpf_log.h"
-#include "loader/error.h"
+#include "core/error.h"
 #include "loader/program.h"
 
 namespace shaperctl {

@@ -10,13 +10,13 @@
 #include <vector>
 
 #include "loader/attach_record.h"
-#include "loader/class_config.h"
-#include "loader/config_check.h"
-#include "loader/plan.h"
+#include "core/class_config.h"
+#include "core/config_check.h"
+#include "core/plan.h"
 #include "loader/device.h"
 #include "loader/fd.h"
 #include "loader/maps.h"
-#include "loader/mode.h"
+#include "core/mode.h"
 #include "loader/qdisc.h"
 
 namespace shaperctl {

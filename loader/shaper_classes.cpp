@@ -5,7 +5,7 @@
 
 #include "loader/attach_record.h"
 #include "loader/bpffs.h"
-#include "loader/error.h"
+#include "core/error.h"
 #include "loader/rules.h"
 
 // Shaper's changes to classes, rules and the default class: a plan's steps, and each command's

@@ -7,7 +7,7 @@
 #include "loader/bpffs.h"
 #include "loader/device_dirs.h"
 #include "loader/egress_hook.h"
-#include "loader/error.h"
+#include "core/error.h"
 #include "loader/libbpf_log.h"
 
 namespace shaperctl {

@@ -7,7 +7,7 @@
 #include <cerrno>
 #include <string>
 
-#include "loader/error.h"
+#include "core/error.h"
 #include "loader/rtnetlink.h"
 
 namespace shaperctl {

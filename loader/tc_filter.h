@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "loader/direction.h"
+#include "core/direction.h"
 
 namespace shaperctl {
 

@@ -6,7 +6,7 @@
 
 #include <cerrno>
 
-#include "loader/error.h"
+#include "core/error.h"
 #include "loader/fd.h"
 
 namespace shaperctl {

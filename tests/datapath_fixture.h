@@ -21,7 +21,7 @@
 #include <cstring>
 #include <memory>
 
-#include "loader/class_config.h"
+#include "core/class_config.h"
 #include "loader/maps.h"
 #include "loader/program.h"
 #include "program_cache.h"

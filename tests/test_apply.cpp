@@ -13,15 +13,15 @@
 #include <set>
 #include <tuple>
 
-#include "cli/config_file.h"
-#include "cli/config_schema.h"
+#include "core/config_file.h"
+#include "core/config_schema.h"
 #include "loader/cgroup.h"
-#include "loader/plan.h"
-#include "loader/config_check.h"
-#include "loader/rule_compiler.h"
-#include "loader/rule_spec.h"
+#include "core/plan.h"
+#include "core/config_check.h"
+#include "core/rule_compiler.h"
+#include "core/rule_spec.h"
 #include "loader/device.h"
-#include "loader/error.h"
+#include "core/error.h"
 #include "netns.h"
 #include "shaperctl_process.h"
 
@@ -574,7 +574,7 @@ TEST(ConfigSchema, MatchesTheParserAndValidatesDumps)
     EXPECT_EQ(keys(schema["$defs"]["rule"]["properties"]["cgroup"]["oneOf"][1]), parser_keys("cgroup"));
 
     // The shipped example parses.
-    const auto example = shaperctl::parse_config(read_file(SHAPERCTL_SOURCE_DIR "/packaging/config.example.json"));
+    const auto example = shaperctl::parse_config(read_file(SHAPERCTL_SOURCE_DIR "/packaging/config.example.json"), shaperctl::host_cgroups());
     EXPECT_EQ(example.devices.size(), 1u);
 
     if (run("python3 -c 'import jsonschema'").status != 0)
@@ -599,7 +599,7 @@ TEST(ConfigSchema, MatchesTheParserAndValidatesDumps)
     r.dscp = 10;
     c.rules = {r};
     const std::string dumped = "/tmp/shaperctl-test-schema-" + std::to_string(getpid()) + ".json";
-    write_file(dumped, shaperctl::config_json({{"eth0", c}}).dump());
+    write_file(dumped, shaperctl::config_json({{"eth0", c}}, shaperctl::host_cgroups()).dump());
     const std::string check =
         "python3 -c 'import json, sys, jsonschema; s = json.load(open(sys.argv[1])); "
         "jsonschema.Draft202012Validator.check_schema(s); "

@@ -2,8 +2,8 @@
 // (looked up in a table by id) or far apart (searched), and of an id given twice the last.
 #include <gtest/gtest.h>
 
-#include "loader/class_tree.h"
-#include "loader/plan.h"
+#include "core/class_tree.h"
+#include "core/plan.h"
 #include "shaper_abi.h"
 
 using shaperctl::ClassParents;

@@ -6,7 +6,7 @@
 #include <thread>
 
 #include "datapath_fixture.h"
-#include "loader/direction.h"
+#include "core/direction.h"
 #include "packets.h"
 #include "program_cache.h"
 

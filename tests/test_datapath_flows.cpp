@@ -20,7 +20,7 @@
 #include <thread>
 
 #include "flow.h"
-#include "loader/class_config.h"
+#include "core/class_config.h"
 #include "loader/fd.h"
 #include "loader/maps.h"
 #include "loader/program.h"

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "loader/doctor.h"
-#include "loader/error.h"
+#include "core/error.h"
 #include "loader/tcx_link.h"
 #include "netns.h"
 #include "shaperctl_process.h"

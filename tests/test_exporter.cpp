@@ -22,7 +22,7 @@
 
 #include "cli/exporter.h"
 #include "loader/device.h"
-#include "loader/error.h"
+#include "core/error.h"
 #include "netns.h"
 #include "shaperctl_process.h"
 

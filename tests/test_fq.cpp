@@ -11,9 +11,10 @@
 #include <ctime>
 #include <string>
 
-#include "cli/config_file.h"
-#include "loader/class_config.h"
-#include "loader/error.h"
+#include "core/config_file.h"
+#include "core/class_config.h"
+#include "core/error.h"
+#include "loader/cgroup.h"
 #include "loader/maps.h"
 #include "loader/program.h"
 #include "loader/rules.h"
@@ -179,7 +180,7 @@ TEST(FqHorizonCheck, AFileIsCheckedAgainstItsOwnFqHorizon)
 {
     auto error = [](const std::string& text) {
         try {
-            parse_config(text);
+            parse_config(text, host_cgroups());
         } catch (const Error& e) {
             return std::string(e.what());
         }

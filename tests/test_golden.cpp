@@ -11,9 +11,9 @@
 #include <set>
 #include <sstream>
 
-#include "cli/config_file.h"
+#include "core/config_file.h"
 #include "loader/cgroup.h"
-#include "loader/plan.h"
+#include "core/plan.h"
 #include "netns.h"
 #include "shaperctl_process.h"
 

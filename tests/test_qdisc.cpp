@@ -1,7 +1,7 @@
 // loader/qdisc: the root qdisc over rtnetlink, checked against iproute2 in throw-away network
 // namespaces. Needs root. Tests that need sch_fq (or its absence) skip themselves on kernels
 // that have it (or lack it), so the same binary serves this host and the stock-kernel VM.
-#include "loader/error.h"
+#include "core/error.h"
 #include "loader/qdisc.h"
 #include "netns.h"
 

@@ -7,8 +7,8 @@
 #include <cstring>
 #include <thread>
 
-#include "loader/class_config.h"
-#include "loader/error.h"
+#include "core/class_config.h"
+#include "core/error.h"
 #include "loader/maps.h"
 #include "loader/program.h"
 #include "loader/rules.h"

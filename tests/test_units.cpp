@@ -1,4 +1,4 @@
-// Parsers and formatters of cli/units.h: every unit, decimals, ranges, malformed input,
+// Parsers and formatters of core/units.h: every unit, decimals, ranges, malformed input,
 // and parse(format(x)) == x.
 #include <gtest/gtest.h>
 
@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "loader/error.h"
+#include "core/error.h"
 #include "output.h"
-#include "units.h"
+#include "core/units.h"
 
 namespace shaperctl {
 namespace {

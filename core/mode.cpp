@@ -1,6 +1,6 @@
-#include "loader/mode.h"
+#include "core/mode.h"
 
-#include "loader/error.h"
+#include "core/error.h"
 
 namespace shaperctl {
 

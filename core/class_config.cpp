@@ -1,10 +1,10 @@
-#include "loader/class_config.h"
+#include "core/class_config.h"
 
 #include <algorithm>
 #include <string>
 
-#include "cli/units.h"
-#include "loader/error.h"
+#include "core/units.h"
+#include "core/error.h"
 
 namespace shaperctl {
 namespace {

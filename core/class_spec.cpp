@@ -1,8 +1,8 @@
-#include "loader/class_spec.h"
+#include "core/class_spec.h"
 
-#include "cli/units.h"
-#include "loader/error.h"
-#include "loader/mode.h"
+#include "core/units.h"
+#include "core/error.h"
+#include "core/mode.h"
 
 namespace shaperctl {
 

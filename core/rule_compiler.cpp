@@ -1,11 +1,11 @@
-#include "loader/rule_compiler.h"
+#include "core/rule_compiler.h"
 
 #include <algorithm>
 #include <cstring>
 #include <map>
 #include <tuple>
 
-#include "loader/error.h"
+#include "core/error.h"
 
 namespace shaperctl {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "loader/class_config.h"
+#include "core/class_config.h"
 
 namespace shaperctl {
 

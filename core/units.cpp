@@ -1,11 +1,11 @@
-#include "units.h"
+#include "core/units.h"
 
 #include <charconv>
 #include <cstdio>
 #include <span>
 #include <system_error>
 
-#include "loader/error.h"
+#include "core/error.h"
 
 namespace shaperctl {
 namespace {

@@ -1,11 +1,11 @@
 // The JSON Schema of apply's configuration file (packaging/shaperctl-config.schema.json is this
 // function's output, and a test keeps it so): the file's frame as written here, the class's
 // properties and the rule's matches from their tables.
-#include "config_schema.h"
+#include "core/config_schema.h"
 
-#include "loader/class_spec.h"
-#include "loader/direction.h"
-#include "loader/rule_spec.h"
+#include "core/class_spec.h"
+#include "core/direction.h"
+#include "core/rule_spec.h"
 
 namespace shaperctl {
 namespace {

@@ -5,7 +5,7 @@
 #include <optional>
 #include <string>
 
-#include "loader/class_spec.h"
+#include "core/class_spec.h"
 #include "shaper_abi.h"
 
 namespace shaperctl {

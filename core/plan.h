@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "loader/config.h"
+#include "core/config.h"
 
 namespace shaperctl {
 

@@ -1,4 +1,4 @@
-#include "loader/class_tree.h"
+#include "core/class_tree.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "loader/config_check.h"
+#include "core/config_check.h"
 
 #include <utility>
 

@@ -13,7 +13,7 @@
 #include <variant>
 #include <vector>
 
-#include "loader/cgroup.h"
+#include "core/cgroup_names.h"
 #include "shaper_abi.h"
 
 namespace shaperctl {

@@ -1,4 +1,4 @@
-#include "loader/error.h"
+#include "core/error.h"
 
 #include <cstdio>
 #include <cstdlib>

@@ -8,12 +8,12 @@
 #include <map>
 #include <string>
 
-#include "loader/class_config.h"
-#include "loader/class_tree.h"
-#include "loader/config.h"
-#include "loader/direction.h"
-#include "loader/error.h"
-#include "loader/rule_compiler.h"
+#include "core/class_config.h"
+#include "core/class_tree.h"
+#include "core/config.h"
+#include "core/direction.h"
+#include "core/error.h"
+#include "core/rule_compiler.h"
 
 namespace shaperctl {
 

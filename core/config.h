@@ -5,10 +5,10 @@
 #include <cstdint>
 #include <vector>
 
-#include "loader/class_config.h"
-#include "loader/direction.h"
-#include "loader/qdisc.h"
-#include "loader/rule_spec.h"
+#include "core/class_config.h"
+#include "core/direction.h"
+#include "core/fq_options.h"
+#include "core/rule_spec.h"
 #include "shaper_abi.h"
 
 namespace shaperctl {

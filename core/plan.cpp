@@ -1,9 +1,9 @@
-#include "loader/plan.h"
+#include "core/plan.h"
 
 #include <algorithm>
 #include <map>
 
-#include "loader/class_tree.h"
+#include "core/class_tree.h"
 
 namespace shaperctl {
 namespace {

@@ -17,9 +17,9 @@
 #include <utility>
 #include <vector>
 
-#include "loader/cgroup.h"
-#include "loader/config.h"
-#include "loader/config_check.h"
+#include "core/cgroup_names.h"
+#include "core/config.h"
+#include "core/config_check.h"
 
 namespace shaperctl {
 
@@ -39,12 +39,13 @@ struct ConfigFile {
 // Keys each object of the file accepts (the schema lists the same).
 const std::vector<std::string>& config_keys(const std::string& object);  // "file" "device" "fq" "class" "rule" "cgroup"
 
-ConfigFile parse_config(const std::string& text, const CgroupNames& cgroups = host_cgroups());
+// `cgroups` names the cgroups of rules (loader/cgroup.h: host_cgroups(), this machine's).
+ConfigFile parse_config(const std::string& text, const CgroupNames& cgroups);
 // Reads and parses a file; errors are prefixed with its name.
-ConfigFile load_config(const std::string& path);
+ConfigFile load_config(const std::string& path, const CgroupNames& cgroups);
 
 // The file form of devices' configurations (what dump prints; apply of it changes nothing).
 nlohmann::ordered_json config_json(const std::vector<std::pair<std::string, ShaperConfig>>& devices,
-                                   const CgroupNames& cgroups = host_cgroups());
+                                   const CgroupNames& cgroups);
 
 }  // namespace shaperctl

@@ -1,9 +1,9 @@
-#include "loader/direction.h"
+#include "core/direction.h"
 
 #include <algorithm>
 
-#include "loader/error.h"
-#include "loader/mode.h"
+#include "core/error.h"
+#include "core/mode.h"
 
 namespace shaperctl {
 

@@ -1,12 +1,12 @@
-#include "json_read.h"
+#include "core/json_read.h"
 
 #include <algorithm>
 #include <cctype>
 #include <cstring>
 #include <set>
 
-#include "loader/error.h"
-#include "units.h"
+#include "core/error.h"
+#include "core/units.h"
 
 namespace shaperctl {
 

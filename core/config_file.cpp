@@ -1,4 +1,4 @@
-#include "config_file.h"
+#include "core/config_file.h"
 
 #include <net/if.h>
 #include <sys/stat.h>
@@ -13,13 +13,13 @@
 #include <set>
 #include <sstream>
 
-#include "loader/cgroup.h"
-#include "loader/config_check.h"
-#include "loader/error.h"
-#include "loader/mode.h"
-#include "loader/rule_spec.h"
-#include "json_read.h"
-#include "units.h"
+#include "core/cgroup_names.h"
+#include "core/config_check.h"
+#include "core/error.h"
+#include "core/mode.h"
+#include "core/rule_spec.h"
+#include "core/json_read.h"
+#include "core/units.h"
 
 namespace shaperctl {
 namespace {
@@ -332,7 +332,7 @@ ConfigFile parse_config(const std::string& text, const CgroupNames& cgroups)
     return file;
 }
 
-ConfigFile load_config(const std::string& path)
+ConfigFile load_config(const std::string& path, const CgroupNames& cgroups)
 {
     std::ifstream in(path);
     if (!in)
@@ -340,7 +340,7 @@ ConfigFile load_config(const std::string& path)
     std::stringstream text;
     text << in.rdbuf();
     try {
-        return parse_config(text.str());
+        return parse_config(text.str(), cgroups);
     } catch (const Error& e) {
         throw Error(path + ": " + e.what());
     }

@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "loader/error.h"
+#include "core/error.h"
 
 namespace shaperctl {
 

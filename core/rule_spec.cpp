@@ -1,4 +1,4 @@
-#include "loader/rule_spec.h"
+#include "core/rule_spec.h"
 
 #include <arpa/inet.h>
 
@@ -6,9 +6,9 @@
 #include <cstdio>
 #include <cstring>
 
-#include "cli/units.h"
-#include "loader/error.h"
-#include "loader/rule_compiler.h"
+#include "core/units.h"
+#include "core/error.h"
+#include "core/rule_compiler.h"
 
 namespace shaperctl {
 namespace {
