@@ -163,8 +163,14 @@ public:
     // Runs plan_config()'s steps, in order, straight on the maps: the caller has checked the
     // desired configuration as a whole (check_config(), whose compiled rules are what is
     // written and published), so no step re-reads the class table (an apply of thousands of
-    // classes costs a few syscalls per class).
-    void apply(const std::vector<ConfigStep>& steps, const CheckedRules& rules) const;
+    // classes costs a few syscalls per class). A step that throws (the kernel refused a write)
+    // leaves the device as it was before the call: the steps made are undone in reverse order,
+    // through valid states as they were made, and the error is rethrown; an undo that fails
+    // too is added to its text. A class deleted and put back starts idle, and a rule written
+    // again has its hits counted afresh. `before_step`, when given, is called with each step's
+    // index before it runs (tests throw from it).
+    void apply(const std::vector<ConfigStep>& steps, const CheckedRules& rules,
+               const std::function<void(size_t)>& before_step = {}) const;
     // Changes the fq options in place (edt mode: install_fq again) and records them.
     void set_fq_options(const FqOptions& fq);
 

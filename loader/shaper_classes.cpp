@@ -21,6 +21,13 @@ std::string ids_text(const std::vector<uint32_t>& ids)
     return out;
 }
 
+void set_default_class(const ShaperMaps& maps, uint32_t id)
+{
+    shaper_settings settings = maps.settings();
+    settings.default_class = id;
+    maps.set_settings(settings);
+}
+
 ClassSpec* find_class(ShaperConfig& config, uint32_t id)
 {
     auto it = std::find_if(config.classes.begin(), config.classes.end(),
@@ -59,11 +66,13 @@ ConfigLimits Shaper::limits() const
     return limits;
 }
 
-void Shaper::apply(const std::vector<ConfigStep>& steps, const CheckedRules& rules) const
+void Shaper::apply(const std::vector<ConfigStep>& steps, const CheckedRules& rules,
+                   const std::function<void(size_t)>& before_step) const
 {
     using Kind = ConfigStep::Kind;
     // Rule slots as stored: a changed rule keeps its slot, a new one takes the lowest free.
     std::map<uint32_t, uint32_t> slot_of;  // pref -> slot
+    std::map<uint32_t, shaper_rule> stored;  // slot -> rule, before this call
     std::vector<bool> used(SHAPER_MAX_RULES);
     bool rules_read = false;
     auto read_rules = [&] {
@@ -71,57 +80,101 @@ void Shaper::apply(const std::vector<ConfigStep>& steps, const CheckedRules& rul
             return;
         for (const auto& [slot, rule] : maps_.rules()) {
             slot_of[rule.pref] = slot;
+            stored[slot] = rule;
             used[slot] = true;
         }
         rules_read = true;
     };
+    // The inverse of every step begun, pushed before the step runs (a step may fail half-way,
+    // and each inverse is harmless where its step did nothing), and each slot as it was before
+    // its first write: slots are invisible to the datapath until a publish, so undoing a
+    // publish is the slots put back and published again.
+    std::vector<std::function<void()>> undo;
+    std::map<uint32_t, shaper_rule> slots_before;
+    auto restore_slots = [&] {
+        for (const auto& [slot, rule] : slots_before)
+            maps_.write_rule(slot, rule);
+    };
+    auto write_slot = [&](uint32_t slot, const shaper_rule& rule) {
+        const auto was = stored.find(slot);
+        slots_before.emplace(slot, was == stored.end() ? shaper_rule{} : was->second);
+        undo.push_back([this, slot, &slots_before] { maps_.write_rule(slot, slots_before.at(slot)); });
+        maps_.write_rule(slot, rule);
+    };
     std::vector<std::pair<uint32_t, shaper_class_config>> new_classes;
-    for (const ConfigStep& step : steps) {
-        switch (step.kind) {
-        case Kind::SetDefault: {
-            shaper_settings settings = maps_.settings();
-            settings.default_class = step.new_default;
-            maps_.set_settings(settings);
-            break;
-        }
-        case Kind::AddClass:
-            // A new class starts idle, with full credit. Steps in a row are written together.
-            new_classes.push_back({step.after.id, class_config_of(step.after)});
-            if (&step == &steps.back() || (&step + 1)->kind != Kind::AddClass) {
-                maps_.add_classes(new_classes);
-                new_classes.clear();
+    try {
+        for (size_t i = 0; i < steps.size(); i++) {
+            if (before_step)
+                before_step(i);
+            const ConfigStep& step = steps[i];
+            switch (step.kind) {
+            case Kind::SetDefault:
+                undo.push_back([this, old = step.old_default] { set_default_class(maps_, old); });
+                set_default_class(maps_, step.new_default);
+                break;
+            case Kind::AddClass:
+                // A new class starts idle, with full credit. Steps in a row are written together.
+                new_classes.push_back({step.after.id, class_config_of(step.after)});
+                if (i + 1 == steps.size() || steps[i + 1].kind != Kind::AddClass) {
+                    undo.push_back([this, ids = new_classes] {
+                        for (const auto& added : ids)
+                            maps_.erase_class(added.first);
+                    });
+                    maps_.add_classes(new_classes);
+                    new_classes.clear();
+                }
+                break;
+            case Kind::ChangeClass:
+                // The clock stays (a higher rate rescales its backlog): no free burst, no stall.
+                undo.push_back([this, &step] { maps_.change_class(step.before.id, class_config_of(step.before)); });
+                maps_.change_class(step.after.id, class_config_of(step.after));
+                break;
+            case Kind::DeleteClass:
+                undo.push_back([this, &step] { maps_.add_classes({{step.before.id, class_config_of(step.before)}}); });
+                maps_.erase_class(step.before.id);
+                break;
+            case Kind::PutRule: {
+                read_rules();
+                auto [it, fresh] = slot_of.emplace(step.new_rule.pref, 0);
+                if (fresh)
+                    it->second = take_free_rule_slot(used);
+                write_slot(it->second, rules.by_pref.at(step.new_rule.pref));
+                break;
             }
-            break;
-        case Kind::ChangeClass:
-            // The clock stays (a higher rate rescales its backlog): no free burst, no stall.
-            maps_.change_class(step.after.id, class_config_of(step.after));
-            break;
-        case Kind::DeleteClass:
-            maps_.erase_class(step.before.id);
-            break;
-        case Kind::PutRule: {
-            read_rules();
-            auto [it, fresh] = slot_of.emplace(step.new_rule.pref, 0);
-            if (fresh)
-                it->second = take_free_rule_slot(used);
-            maps_.write_rule(it->second, rules.by_pref.at(step.new_rule.pref));
-            break;
+            case Kind::RemoveRule: {
+                read_rules();
+                auto it = slot_of.find(step.old_rule.pref);
+                if (it == slot_of.end())
+                    throw Error(dev_prefix(device_) + "no rule with pref " + std::to_string(step.old_rule.pref));
+                write_slot(it->second, shaper_rule{});
+                used[it->second] = false;
+                slot_of.erase(it);
+                break;
+            }
+            case Kind::PublishRules:
+                read_rules();
+                undo.push_back([&] {
+                    restore_slots();
+                    publish_rules(maps_);
+                });
+                publish_rules(maps_, rules.set, slot_of);
+                break;
+            }
         }
-        case Kind::RemoveRule: {
-            read_rules();
-            auto it = slot_of.find(step.old_rule.pref);
-            if (it == slot_of.end())
-                throw Error(dev_prefix(device_) + "no rule with pref " + std::to_string(step.old_rule.pref));
-            maps_.write_rule(it->second, shaper_rule{});
-            used[it->second] = false;
-            slot_of.erase(it);
-            break;
+    } catch (const std::exception& e) {
+        std::string failed;
+        for (auto it = undo.rbegin(); it != undo.rend(); ++it) {
+            try {
+                (*it)();
+            } catch (const std::exception& again) {
+                if (failed.empty())
+                    failed = again.what();
+            }
         }
-        case Kind::PublishRules:
-            read_rules();
-            publish_rules(maps_, rules.set, slot_of);
-            break;
-        }
+        if (failed.empty())
+            throw;
+        throw Error(std::string(e.what()) + "; undoing what was done failed too (" + failed +
+                    "): apply the configuration again");
     }
 }
 
