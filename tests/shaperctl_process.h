@@ -2,6 +2,7 @@
 // apart) or in the background (exporter, status --watch) with its pid to signal.
 #pragma once
 
+#include <bpf/bpf.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -16,6 +17,8 @@
 #include <string>
 #include <thread>
 
+#include "loader/device.h"
+#include "loader/fd.h"
 #include "netns.h"
 
 namespace shaperctl::test {
@@ -161,6 +164,23 @@ protected:
     {
         Outcome o = sh(args, prefix);
         ASSERT_EQ(o.status, 0) << args << ": " << o.err;
+    }
+
+    // `apply -f` of a file holding `text`; the test fails when it does not exit 0.
+    void apply_text(const std::string& text)
+    {
+        const std::string path = "/tmp/shaperctl-test-apply-" + std::to_string(getpid()) + ".json";
+        write_file(path, text);
+        ok("apply -f " + path);
+        std::remove(path.c_str());
+    }
+    // One of sh0's pinned maps (the thread is in the namespace), opened.
+    shaperctl::Fd pinned(const std::string& map) const
+    {
+        const std::string pin = shaperctl::Device::resolve("sh0").pin_dir() + "/" + map;
+        const int fd = bpf_obj_get(pin.c_str());
+        EXPECT_GE(fd, 0) << pin;
+        return shaperctl::Fd(fd);
     }
 
     std::unique_ptr<NetNs> ns_;

@@ -31,22 +31,6 @@ namespace {
 
 class Rollback : public DeviceTest {
 protected:
-    void apply_file(const json& devices)
-    {
-        const std::string path = "/tmp/shaperctl-test-rollback-" + std::to_string(getpid()) + ".json";
-        write_file(path, json{{"version", 1}, {"devices", devices}}.dump());
-        ok("apply -f " + path);
-        std::remove(path.c_str());
-    }
-
-    shaperctl::Fd pinned(const std::string& map) const
-    {
-        const std::string pin = shaperctl::Device::resolve("sh0").pin_dir() + "/" + map;
-        const int fd = bpf_obj_get(pin.c_str());
-        EXPECT_GE(fd, 0) << pin;
-        return shaperctl::Fd(fd);
-    }
-
     // What the device is: its configuration as dump prints it, and the rule set the datapath
     // reads (the active generation's tuples and index entries, and the flags beside it).
     std::string state(const shaperctl::Shaper& shaper) const
@@ -106,14 +90,14 @@ shaperctl::RuleSpec& rule_of(shaperctl::ShaperConfig& c, uint32_t pref)
 
 TEST_F(Rollback, AFailureBeforeAnyStepLeavesTheDeviceAsItWas)
 {
-    apply_file({{{"device", "sh0"}, {"mode", "police"},
+    apply_text(json{{"version", 1}, {"devices", {{{"device", "sh0"}, {"mode", "police"},
                  {"classes", {{{"id", 1}, {"rate", "10mbit"}},
                               {{"id", 2}, {"rate", "5mbit"}, {"parent", 1}},
                               {{"id", 3}, {"rate", "2mbit"}, {"parent", 1}}}},
                  {"rules", {{{"pref", 10}, {"class", 2}, {"dst", "10.9.0.1/32"}},
                             {{"pref", 20}, {"class", 3}, {"dst", "10.9.0.2/32"}},
                             {{"pref", 30}, {"class", 2}, {"proto", "udp"}}}},
-                 {"default_class", 3}}});
+                 {"default_class", 3}}}}}.dump());
     const shaperctl::Shaper shaper = shaperctl::Shaper::open("sh0");
     const shaperctl::ShaperConfig before = shaper.config();
 

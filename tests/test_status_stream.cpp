@@ -43,17 +43,7 @@ protected:
         const json file = {{"version", 1},
                            {"devices", {{{"device", "sh0"}, {"mode", "police"}, {"max_classes", kMaxClasses},
                                          {"classes", cls}, {"rules", rls}}}}};
-        const std::string path = "/tmp/shaperctl-test-status-" + std::to_string(getpid()) + ".json";
-        write_file(path, file.dump());
-        ok("apply -f " + path);
-        std::remove(path.c_str());
-    }
-    shaperctl::Fd pinned(const std::string& map) const
-    {
-        const std::string pin = shaperctl::Device::resolve("sh0").pin_dir() + "/" + map;
-        const int fd = bpf_obj_get(pin.c_str());
-        EXPECT_GE(fd, 0) << pin;
-        return shaperctl::Fd(fd);
+        apply_text(file.dump());
     }
     // CPU slots of the class counters: entry cpu * max_classes + id.
     uint32_t counter_cpus(int stats) const
