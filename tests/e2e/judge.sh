@@ -8,10 +8,14 @@
 #   1 % and one 64 KB GSO packet, at every sample. A stalled guest only sends later, never more.
 # - As fast as configured when the shaper is the bottleneck: over each 0.5 s window in which the
 #   class held a backlog at every sample (its clock ahead of now) and the guest did not stall
-#   (no gap between samples over 30 ms), the device sent the rate (within 10 % and one GSO
-#   packet), and over all such windows together the rate within the case's tolerance. A window
-#   where the class ran dry was the sender's (a starved guest), not the shaper's: not judged,
-#   but counted, and told apart when the class had dropped packets just before.
+#   (no gap between samples over 30 ms), the shaper stamped at the rate: the bytes it charged
+#   per second its clock advanced (within 10 %), and over all such windows together the rate
+#   within the case's tolerance, less one GSO packet. That is what the shaper decides; when it
+#   is right, what the device sends over such a window is the rate less what a starved guest
+#   had not yet sent of packets already due, so the device's rate is printed beside it, with
+#   how far the guest's transmit fell behind the stamps, but not judged. A window where the
+#   class ran dry was the sender's (a starved guest), not the shaper's: not judged, but
+#   counted, and told apart when the class had dropped packets just before.
 # Too few windows to judge (under half of them, or under 2) is neither a pass nor a failure:
 # the case says what it saw and runs again, at a rate the guest can offer.
 
@@ -39,7 +43,7 @@ clock_now_s() { awk 'NR == 1 { t0 = $1 } END { printf "%.3f", ($1 - t0) / 1e9 }'
 clock_judge() {
   awk -v R="$2" -v from="$3" -v to="$4" -v tol="$5" -v origin="${6:-0}" \
       -v gapmax=0.030 -v L=0.5 -v G="${7:-70000}" -v mode="${CLOCK_MODE:-judge}" '
-    { n++; t[n] = $1 / 1e9; tat[n] = $2 / 1e9; dr[n] = $4; tx[n] = ($5 - 66 * $6) * 1538 / 1448 }
+    { n++; t[n] = $1 / 1e9; tat[n] = $2 / 1e9; ch[n] = $3; dr[n] = $4; tx[n] = ($5 - 66 * $6) * 1538 / 1448 }
     END {
       if (n < 3) { print "UNJUDGED|no samples of the class clock"; exit }
       t0 = t[1]
@@ -64,20 +68,27 @@ clock_judge() {
         if (stall) { stalled++; continue }
         if (dry) { idle++; k = (ia > 50 ? ia - 50 : 1); if (dr[ib] > dr[k]) dropped++; continue }
         judged++
-        secs = t[ib] - t[ia]; bytes = tx[ib] - tx[ia]
-        jsecs += secs; jbytes += bytes
-        if (bytes * 8 / secs < R * 0.9 - G * 8 / secs) low = low sprintf(" %.1f:%.2f", a, bytes * 8 / secs / 1e6)
+        # The shaper: bytes charged per second of clock advanced. The device: bytes sent per
+        # second, and how much more of what was due it held at the end than at the start
+        # (charged, less sent, less the backlog still ahead of now).
+        csecs = tat[ib] - tat[ia]; charged = ch[ib] - ch[ia]
+        secs = t[ib] - t[ia]; sent = tx[ib] - tx[ia]
+        jcsecs += csecs; jcharged += charged; jsecs += secs; jsent += sent
+        lag = (ch[ib] - tx[ib] - (tat[ib] - t[ib]) * R / 8) - (ch[ia] - tx[ia] - (tat[ia] - t[ia]) * R / 8)
+        if (lag > maxlag) maxlag = lag
+        if (charged * 8 < (R * 0.9) * csecs - G * 8) low = low sprintf(" %.1f:%.2f", a, charged * 8 / csecs / 1e6)
       }
       if (mode == "count") { printf "%d %d\n", judged, w; exit }
-      mean = (jsecs > 0 ? jbytes * 8 / jsecs : 0)
-      text = sprintf("judged %d of %d windows at %.2f Mbit/s charged (%.2f expected, ±%s%%)", judged, w, mean / 1e6, R / 1e6, tol)
+      mean = (jcsecs > 0 ? jcharged * 8 / jcsecs : 0)
+      text = sprintf("judged %d of %d windows: stamped at %.2f Mbit/s (%.2f expected, ±%s%%), the device sent %.2f", judged, w, mean / 1e6, R / 1e6, tol, (jsecs > 0 ? jsent * 8 / jsecs / 1e6 : 0))
+      if (maxlag > G) text = text sprintf(" (the guest'"'"'s transmit up to %.0f kB behind the stamps in a window)", maxlag / 1000)
       if (idle) text = text sprintf(", %d with the class run dry (%d after drops)", idle, dropped)
       if (stalled) text = text sprintf(", %d with the guest stalled", stalled)
       text = text sprintf("; most sent ahead of the rate %.0f B (bound 0) at %.2f s", worst, at)
       if (worst > 0) { print "FAIL|faster than configured: " text; exit }
-      if (low != "") { print "FAIL|backlogged windows under 90 % of the rate (start:Mbit/s)" low ": " text; exit }
+      if (low != "") { print "FAIL|backlogged windows stamped under 90 % of the rate (start:Mbit/s)" low ": " text; exit }
       if (judged < 2 || judged * 2 < w) { print "UNJUDGED|" text; exit }
-      if (mean < R * (1 - tol / 100) - G * 8 / jsecs) { print "FAIL|slower than configured while backlogged: " text; exit }
+      if (mean < R * (1 - tol / 100) - G * 8 / jcsecs) { print "FAIL|slower than configured while backlogged: " text; exit }
       print "PASS|" text
     }' "$1"
 }
