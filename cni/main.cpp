@@ -7,7 +7,6 @@
 // exit status (CNI specification 0.3.1, 0.4.0 and 1.0.0).
 #include <unistd.h>
 
-#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -32,17 +31,9 @@ std::string env(const char* name, bool required)
     return value ? value : "";
 }
 
-// What the runtime names the container by; it becomes a file name under /run/shaperctl-cni.
 Attachment attachment()
 {
-    Attachment a{env("CNI_CONTAINERID", true), env("CNI_IFNAME", true)};
-    for (char c : a.container_id)
-        if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-' && c != '.')
-            throw CniError(kInvalidEnvironment, "CNI_CONTAINERID \"" + a.container_id +
-                                                    "\" has a character besides letters, digits, _ . -");
-    if (a.ifname.find('/') != std::string::npos || a.ifname == "." || a.ifname == ".." || a.ifname.size() > 15)
-        throw CniError(kInvalidEnvironment, "CNI_IFNAME \"" + a.ifname + "\" is not an interface name");
-    return a;
+    return check_attachment(env("CNI_CONTAINERID", true), env("CNI_IFNAME", true));
 }
 
 int run(const std::string& command, const std::string& input)

@@ -1,6 +1,8 @@
 #include "netconf.h"
 
 #include <algorithm>
+#include <cctype>
+#include <cstdio>
 
 #include "cni_error.h"
 #include "core/json_read.h"
@@ -13,6 +15,24 @@ namespace shaperctl::cni {
 namespace {
 
 using json = nlohmann::json;
+
+// A value the runtime gave, as an error echoes it: its first 64 bytes in quotes, any byte
+// besides printable ASCII as \xNN, so that the message stays one short line.
+std::string echoed(const std::string& text)
+{
+    std::string out = "\"";
+    for (size_t i = 0; i < text.size() && i < 64; i++) {
+        const auto c = static_cast<unsigned char>(text[i]);
+        if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\') {
+            char hex[5];
+            std::snprintf(hex, sizeof hex, "\\x%02x", c);
+            out += hex;
+        } else {
+            out += char(c);
+        }
+    }
+    return out + (text.size() > 64 ? "...\"" : "\"");
+}
 
 const json* member(const json& object, const char* key)
 {
@@ -65,6 +85,20 @@ std::optional<ClassSpec> direction_class(const json& conf, const json& bandwidth
 
 }  // namespace
 
+Attachment check_attachment(const std::string& container_id, const std::string& ifname)
+{
+    if (container_id.empty())
+        throw CniError(kInvalidEnvironment, "CNI_CONTAINERID is empty");
+    for (char c : container_id)
+        if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-' && c != '.')
+            throw CniError(kInvalidEnvironment, "CNI_CONTAINERID " + echoed(container_id) +
+                                                    " has a character besides letters, digits, _ . -");
+    if (ifname.empty() || ifname.find('/') != std::string::npos || ifname == "." || ifname == ".." ||
+        ifname.size() > 15)
+        throw CniError(kInvalidEnvironment, "CNI_IFNAME " + echoed(ifname) + " is not an interface name");
+    return {container_id, ifname};
+}
+
 const std::vector<std::string>& supported_versions()
 {
     static const std::vector<std::string> versions = {"0.3.1", "0.4.0", "1.0.0"};
@@ -102,8 +136,8 @@ NetConf parse_netconf(const std::string& text, bool need_prev_result)
         conf.cni_version = get_string(*version, "cniVersion", "\"1.0.0\"");
         const auto& all = supported_versions();
         if (std::find(all.begin(), all.end(), conf.cni_version) == all.end())
-            throw CniError(kIncompatibleVersion, "cniVersion \"" + conf.cni_version +
-                                                     "\" is not supported (shaperctl-cni speaks 0.3.1, 0.4.0 and 1.0.0)");
+            throw CniError(kIncompatibleVersion, "cniVersion " + echoed(conf.cni_version) +
+                                                     " is not supported (shaperctl-cni speaks 0.3.1, 0.4.0 and 1.0.0)");
         if (const json* name = member(doc, "name"))
             conf.name = get_string(*name, "name", "\"mynet\"");
 

@@ -13,10 +13,6 @@
 namespace shaperctl::cni {
 
 // The container's attachment as the runtime names it (CNI_CONTAINERID, CNI_IFNAME).
-struct Attachment {
-    std::string container_id, ifname;
-};
-
 // Shapes the host-side device as the configuration asks: the container's ingress on its egress
 // (edt with sch_fq, police where the kernel has no sch_fq), the container's egress on its
 // ingress (marks by CoDel, ECN). Undone on failure.

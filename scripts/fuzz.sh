@@ -4,7 +4,7 @@
 # summary line per target: executions, coverage, corpus, crashes. Exits 1 if any crashed.
 #
 #   scripts/fuzz.sh [SECONDS] [TARGET...]      TARGET: parse_rate parse_size parse_time parse_int
-#                                                      parse_config
+#                                                      parse_config parse_netconf
 #   scripts/fuzz.sh --build-only               install clang's runtime if missing, build only
 #                                              (CI, then: ctest --test-dir build-fuzz -j2)
 #   FUZZ_MERGE=1 scripts/fuzz.sh ...           afterwards, minimize the inputs that added
@@ -24,7 +24,7 @@ seconds=${1:-600}
 [[ "$seconds" =~ ^[1-9][0-9]*$ ]] || { echo "$usage" >&2; exit 2; }  # 0 would mean forever
 shift $(( $# > 0 ? 1 : 0 ))
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(parse_rate parse_size parse_time parse_int parse_config)
+[ ${#targets[@]} -gt 0 ] || targets=(parse_rate parse_size parse_time parse_int parse_config parse_netconf)
 jobs=${FUZZ_JOBS:-$(nproc)}
 
 # clang's libFuzzer and sanitizer runtimes are in libclang-rt-14-dev, which clang only
@@ -55,7 +55,7 @@ echo "fuzz: built in $((SECONDS - start)) s; fuzzing ${targets[*]} for ${seconds
 options() {
   local dict=fuzz/$1.dict max_len=1024
   [ -f "$dict" ] || dict=fuzz/units.dict
-  [ "$1" != parse_config ] || max_len=4096
+  case $1 in parse_config|parse_netconf) max_len=4096 ;; esac
   echo "-dict=$dict -max_len=$max_len"
 }
 
