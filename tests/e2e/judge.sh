@@ -7,7 +7,8 @@
 #   the device has sent at most rate x elapsed, plus what the class had stamped already, plus
 #   1 % and one 64 KB GSO packet, at every sample. A stalled guest only sends later, never more.
 # - As fast as configured when the shaper is the bottleneck: over each 0.5 s window in which the
-#   class held a backlog at every sample (its clock ahead of now) and the guest did not stall
+#   class held a backlog throughout (at every sample its clock ahead of the next sample's time,
+#   so it never ran dry in between) and the guest did not stall
 #   (no gap between samples over 30 ms), the shaper stamped at the rate: the bytes it charged
 #   per second its clock advanced (within 10 %), and over all such windows together the rate
 #   within the case's tolerance, less one GSO packet. That is what the shaper decides; when it
@@ -61,9 +62,12 @@ clock_judge() {
         if (ia > n || ib <= ia) { stalled++; continue }
         stall = (t[ia] - t0 - a > gapmax) || (a + L - (t[ib] - t0) > gapmax)
         dry = 0
+        # Backlogged means booked until the next sample: a clock behind the time of the next sample
+        # may have run dry between the two, and its next charge would move it to now, time
+        # nothing was charged for.
         for (k = ia; k <= ib; k++) {
           if (k > ia && t[k] - t[k - 1] > gapmax) stall = 1
-          if (tat[k] <= t[k]) dry = 1
+          if (tat[k] <= (k < ib ? t[k + 1] : t[k])) dry = 1
         }
         if (stall) { stalled++; continue }
         if (dry) { idle++; k = (ia > 50 ? ia - 50 : 1); if (dr[ib] > dr[k]) dropped++; continue }
