@@ -261,7 +261,7 @@ rate_run() {
   local _n=$1 _r=$2 _s=$3
   shift 3
   klass "$RC_NS" "$RC_DEV" --rate "$(calc "$_r / 1000" | cut -d. -f1)kbit" || { echo "change-class failed"; return 1; }
-  clock_start "$RC_NS" "$RC_DEV" 1 "$(calc "$_s + 1.5")" "/tmp/$_n.clock"
+  clock_start "$RC_NS" "$RC_DEV" 1 "$(calc "$_s + 1.5")" "/tmp/$_n.clock" "$(cond "$_r > 50e6" && echo 2 || echo 10)"
   iperf_rx "$RC_CLIENT" "$RC_SERVER" "$RC_PORT" "/tmp/$_n.json" -t "$_s" -i 0.5 "$@"
   wait "$CLOCK_PID" || { echo "class_clock failed: $(cat "/tmp/$_n.clock.err")"; return 1; }
 }
