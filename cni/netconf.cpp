@@ -78,8 +78,9 @@ std::optional<ClassSpec> direction_class(const json& conf, const json& bandwidth
     spec.rate_bps = uint64_t(bps);
     spec.burst_bytes = (uint64_t(bits) + 7) / 8;
     apply_shaperctl_keys(conf, spec);
-    const uint64_t horizon = default_horizon(side, SHAPER_MODE_EDT, spec.rate_bps);
-    at(rate_path, [&] { return make_class_config(spec, SHAPER_DEFAULT_MAX_CLASSES, horizon); });
+    ClassSpec resolved = spec;
+    resolve_horizon(resolved, side, SHAPER_MODE_EDT);
+    at(rate_path, [&] { return make_class_config(resolved, SHAPER_DEFAULT_MAX_CLASSES, resolved.horizon_ns); });
     return spec;
 }
 

@@ -106,8 +106,7 @@ ClassSpec parse_class(const json& j, const std::string& path, Direction side, ui
     for (const ClassField& f : class_fields())
         if (j.contains(f.name))
             f.set(spec, get_class_field(f, j[f.name], path + "." + f.name));
-    if (!spec.horizon_ns)
-        spec.horizon_ns = default_horizon(side, mode, spec.rate_bps);
+    resolve_horizon(spec, side, mode);
     return spec;
 }
 
@@ -277,8 +276,7 @@ ConfigDevice parse_device(const json& j, const std::string& path, const CgroupNa
 // brings that rate's default, as change-class does (an egress default follows the mode alone).
 bool follows_rate(const ClassField& f, const ClassSpec& s, const ShaperConfig& c)
 {
-    return f.mode_default && c.side == Direction::Ingress &&
-           uint64_t(f.get(s)) == default_horizon(c.side, c.mode, s.rate_bps);
+    return f.mode_default && c.side == Direction::Ingress && horizon_is_default(s, c.side, c.mode);
 }
 
 }  // namespace

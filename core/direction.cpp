@@ -47,6 +47,17 @@ ClassSpec class_defaults(Direction direction, uint32_t mode, uint64_t rate_bps)
     return spec;
 }
 
+void resolve_horizon(ClassSpec& spec, Direction direction, uint32_t mode)
+{
+    if (!spec.horizon_ns)
+        spec.horizon_ns = default_horizon(direction, mode, spec.rate_bps);
+}
+
+bool horizon_is_default(const ClassSpec& spec, Direction direction, uint32_t mode)
+{
+    return spec.horizon_ns == default_horizon(direction, mode, spec.rate_bps);
+}
+
 Direction direction_from_name(const std::string& name)
 {
     for (Direction d : {Direction::Egress, Direction::Ingress})

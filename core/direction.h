@@ -28,6 +28,11 @@ ClassSpec class_defaults(Direction direction);
 uint64_t default_horizon(Direction direction, uint32_t mode, uint64_t rate_bps);
 // class_defaults(direction) with the horizon a class of that rate given none stores.
 ClassSpec class_defaults(Direction direction, uint32_t mode, uint64_t rate_bps);
+// A horizon of 0 means the default for the class's rate on its side in its mode: resolved here
+// alone, and found here where a stored one is that default (then left unsaid, so that a new rate
+// brings its own).
+void resolve_horizon(ClassSpec& spec, Direction direction, uint32_t mode);
+bool horizon_is_default(const ClassSpec& spec, Direction direction, uint32_t mode);
 // "egress" or "ingress" to a side; Error naming the bad text otherwise.
 Direction direction_from_name(const std::string& name);
 

@@ -141,7 +141,7 @@ public:
     void change_class(const ClassSpec& spec) const;  // a full spec: read class_spec() first
     void del_class(uint32_t id) const;
     // A class as change-class starts from: its horizon 0 where it is the default for its rate
-    // (default_horizon()), so that a new rate brings its own default.
+    // (horizon_is_default()), so that a new rate brings its own default.
     ClassSpec class_spec(uint32_t id) const;
     void set_default(uint32_t id) const;  // 0: none
     void add_rule(const RuleSpec& rule) const;
@@ -185,7 +185,6 @@ private:
     // one line in the command's terms.
     void change(const std::function<void(ShaperConfig&)>& edit) const;
     std::string fault_text(const ConfigFault& fault) const;
-    uint64_t default_horizon(uint64_t rate_bps) const;
     std::string no_class(uint32_t id) const;  // "no class N", and whether the other side has N
 
     Device device_;

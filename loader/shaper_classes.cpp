@@ -178,11 +178,6 @@ void Shaper::apply(const std::vector<ConfigStep>& steps, const CheckedRules& rul
     }
 }
 
-uint64_t Shaper::default_horizon(uint64_t rate_bps) const
-{
-    return shaperctl::default_horizon(device_.direction, record_.mode, rate_bps);
-}
-
 void Shaper::change(const std::function<void(ShaperConfig&)>& edit) const
 {
     const ShaperConfig current = config();
@@ -191,8 +186,7 @@ void Shaper::change(const std::function<void(ShaperConfig&)>& edit) const
     desired = current;
     edit(desired);
     for (ClassSpec& c : desired.classes)
-        if (!c.horizon_ns)
-            c.horizon_ns = default_horizon(c.rate_bps);
+        resolve_horizon(c, device_.direction, record_.mode);
     try {
         const CheckedRules rules = check_config(desired, limits(), &current.rules);
         apply(plan_config(current, desired), rules);
@@ -238,7 +232,7 @@ ClassSpec Shaper::class_spec(uint32_t id) const
     if (!config)
         throw Error(dev_prefix(device_) + no_class(id));
     ClassSpec spec = class_spec_from_config(id, *config);
-    if (spec.horizon_ns == default_horizon(spec.rate_bps))
+    if (horizon_is_default(spec, device_.direction, record_.mode))
         spec.horizon_ns = 0;  // the default, which follows a new rate
     return spec;
 }
