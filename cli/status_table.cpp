@@ -1,5 +1,11 @@
 #include "status_table.h"
 
+#include <algorithm>
+#include <iterator>
+#include <string_view>
+
+#include "core/class_spec.h"
+#include "core/direction.h"
 #include "loader/egress_hook.h"
 #include "core/mode.h"
 #include "core/rule_spec.h"
@@ -19,6 +25,20 @@ std::string qdisc_summary(const DeviceStatus& st)
     return out;
 }
 
+// The class's other settings where they differ from its side's defaults, from the one table of
+// class fields (a new field shows up here by itself): "overhead 24 fair off", "-" for none.
+std::string class_options(const ClassSpec& c, const ClassSpec& defaults)
+{
+    static const std::string_view shown[] = {"id", "parent", "rate", "burst", "horizon"};
+    std::string out;
+    for (const ClassField& f : class_fields()) {
+        if (std::find(std::begin(shown), std::end(shown), f.name) != std::end(shown) || f.get(c) == f.get(defaults))
+            continue;
+        out += (out.empty() ? "" : " ") + std::string(f.name) + " " + field_text(f, f.get(c));
+    }
+    return out.empty() ? "-" : out;
+}
+
 }  // namespace
 
 void StatusTableWriter::head(const DeviceStatus& st)
@@ -33,8 +53,9 @@ void StatusTableWriter::head(const DeviceStatus& st)
     out_ << "default class " << (st.default_class ? std::to_string(st.default_class) : std::string("none"))
          << "  unclassified " << st.unclassified.packets << " pkts " << format_size(st.unclassified.bytes)
          << "\n\n";
-    classes_.row({"class", "parent", "rate", "burst", "overhead", "mpu", "horizon", "aqm", "packets", "bytes",
-                  "drops", "marks", "backlog", "rate now"});
+    defaults_ = class_defaults(st.device.direction);
+    classes_.row({"class", "parent", "rate", "burst", "horizon", "packets", "bytes", "drops", "marks", "backlog",
+                  "rate now", "options"});
     if (!st.rules.empty())
         rules_.row({"pref", "class", "match", "packets", "bytes"});
     for (const RuleStatus& r : st.rules)
@@ -46,13 +67,11 @@ void StatusTableWriter::add(const ClassStatus& c)
 {
     const ClassCounters& n = c.counters;
     classes_.row({std::to_string(c.spec.id), c.spec.parent ? std::to_string(c.spec.parent) : "-",
-                  format_rate(c.spec.rate_bps), format_size(c.spec.burst_bytes), std::to_string(c.spec.overhead),
-                  format_size(c.spec.mpu), format_time(c.spec.horizon_ns),
-                  c.spec.aqm ? "codel " + format_time(c.spec.aqm_target_ns) + (c.spec.ecn ? " ecn" : "") : "off",
+                  format_rate(c.spec.rate_bps), format_size(c.spec.burst_bytes), format_time(c.spec.horizon_ns),
                   std::to_string(n.packets), format_size(n.bytes),
                   std::to_string(n.drops_horizon + n.drops_aqm + n.drops_fair),
                   std::to_string(n.ecn_marks + n.fair_marks), format_time(uint64_t(c.backlog_ns)),
-                  c.rate_estimate_bps ? format_rate(c.rate_estimate_bps) : "0"});
+                  c.rate_estimate_bps ? format_rate(c.rate_estimate_bps) : "0", class_options(c.spec, defaults_)});
 }
 
 void StatusTableWriter::end()

@@ -1,5 +1,6 @@
 // `status` without --json: the device in two lines, then the classes and the rules as aligned
-// columns; written while the classes are read.
+// columns; written while the classes are read. A class's settings beyond its rate, burst, parent
+// and horizon are one column of what differs from the side's defaults, from the field table.
 #pragma once
 
 #include <string>
@@ -23,6 +24,7 @@ public:
 private:
     TextSink& out_;
     Columns classes_, rules_;
+    ClassSpec defaults_;  // the side's: a class's options column lists what differs
 };
 
 }  // namespace shaperctl
