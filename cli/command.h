@@ -37,4 +37,8 @@ Run set_default(CLI::App* cmd, Common& c);
 Run add_rule(CLI::App* cmd, Common& c);
 Run del_rule(CLI::App* cmd, Common& c);
 
+// The containers shaperctl-cni shapes (cli/container_commands.cpp).
+Run containers(CLI::App* cmd, Common& c);
+Run change_container(CLI::App* cmd, Common& c);
+
 }  // namespace shaperctl

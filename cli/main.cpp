@@ -206,7 +206,9 @@ Run list(CLI::App* cmd, Common& c)
     cmd->add_flag("--json", c.json, "print JSON");
     return [&c] {
         const auto devices = Shaper::list();
-        print_as(c.json, [&] { return list_json(devices).dump(2); }, [&] { return list_table(devices); });
+        const auto containers = list_containers();
+        print_as(c.json, [&] { return list_json(devices, containers).dump(2); },
+                 [&] { return list_table(devices, containers); });
         return 0;
     };
 }
@@ -309,6 +311,8 @@ const Command kCommands[] = {
     {"del-rule", "delete a rule", Needs::Namespace, del_rule},
     {"status", "configuration, counters and rates of a device", Needs::Namespace, status},
     {"list", "every device shaperctl manages", Needs::Namespace, list},
+    {"containers", "the containers shaperctl-cni shapes here, with their rates", Needs::Namespace, containers},
+    {"change-container", "change a running container's rates in place", Needs::Namespace, change_container},
     {"dump", "the live configuration as JSON, in apply's file format", Needs::Namespace, dump},
     {"apply", "make devices match a configuration file; prints the diff", Needs::Namespace, apply},
     {"doctor", "check the kernel, the host and the managed devices", Needs::OwnChecks, doctor},

@@ -35,29 +35,47 @@ void print_status(const Shaper& shaper, std::chrono::nanoseconds sample, bool js
     out.flush();
 }
 
-nlohmann::ordered_json list_json(const std::vector<ManagedDevice>& devices)
+namespace {
+
+// The container whose host-side device this is, "" for none.
+std::string container_of(const ManagedDevice& d, const std::vector<ContainerRecord>& containers)
+{
+    for (const ContainerRecord& r : containers)
+        if (r.device == d.name && r.ifindex == d.ifindex && (r.netns == 0 || r.netns == d.netns))
+            return r.container_id;
+    return "";
+}
+
+}  // namespace
+
+nlohmann::ordered_json list_json(const std::vector<ManagedDevice>& devices, const std::vector<ContainerRecord>& containers)
 {
     nlohmann::ordered_json list = nlohmann::ordered_json::array();
-    for (const ManagedDevice& d : devices)
+    for (const ManagedDevice& d : devices) {
+        const std::string container = container_of(d, containers);
         list.push_back({{"device", d.name}, {"ifindex", d.ifindex}, {"netns", d.netns},
                         {"direction", direction_name(d.direction)}, {"mode", mode_name(d.mode)},
-                        {"present", d.present}, {"gone", d.gone}, {"for_ack_pacing", d.for_ack_pacing}});
+                        {"present", d.present}, {"gone", d.gone}, {"for_ack_pacing", d.for_ack_pacing},
+                        {"container", container.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(container)}});
+    }
     return list;
 }
 
-std::string list_table(const std::vector<ManagedDevice>& devices)
+std::string list_table(const std::vector<ManagedDevice>& devices, const std::vector<ContainerRecord>& containers)
 {
     Columns rows;
-    rows.row({"device", "ifindex", "netns", "side", "mode", "state"});
+    rows.row({"device", "ifindex", "netns", "side", "mode", "container", "state"});
     const uint64_t here = current_netns();
-    for (const ManagedDevice& d : devices)
+    for (const ManagedDevice& d : devices) {
+        const std::string container = container_of(d, containers);
         rows.row({d.name, std::to_string(d.ifindex), std::to_string(d.netns), direction_name(d.direction),
-                  mode_name(d.mode),
+                  mode_name(d.mode), container.empty() ? "-" : container.substr(0, 12),
                   d.present && d.for_ack_pacing ? "attached for ingress's ACK pacing"
                   : d.present ? "attached"
                   : d.gone   ? "gone (detach --gone)"
                   : d.netns == here ? "moved out of this netns"
                                     : "other netns"});
+    }
     return rows.text();
 }
 

@@ -63,7 +63,7 @@ int run(const std::string& command, const std::string& input)
         throw CniError(kIncompatibleVersion, "CHECK is not part of cniVersion " + conf.cni_version + " (0.4.0 and later)");
     const std::string netns = env("CNI_NETNS", true);
     if (command == "CHECK") {
-        check_shaping(conf, find_host_device(conf.prev_result, netns, a.ifname));
+        check_shaping(conf, find_host_device(conf.prev_result, netns, a.ifname), a);
         return 0;
     }
     if (conf.container_ingress || conf.container_egress)

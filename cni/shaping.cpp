@@ -1,27 +1,20 @@
 #include "shaping.h"
 
-#include <fcntl.h>
-#include <sys/file.h>
 #include <unistd.h>
 
-#include <algorithm>
-#include <cerrno>
 #include <chrono>
-#include <fstream>
 #include <optional>
 #include <utility>
 
 #include "cni_error.h"
-#include "loader/bpffs.h"
 #include "core/direction.h"
 #include "core/error.h"
-#include "loader/fd.h"
+#include "loader/containers.h"
+#include "loader/device.h"
 #include "loader/shaper.h"
 
 namespace shaperctl::cni {
 namespace {
-
-constexpr const char* kStateDir = "/run/shaperctl-cni";
 
 // The host-side device's two sides and the class each gets (absent: not shaped).
 std::pair<Direction, const std::optional<ClassSpec>*> sides(const NetConf& conf, int i)
@@ -36,117 +29,25 @@ std::string side_text(const HostDevice& host, Direction side)
            " (" + host.name + " " + direction_name(side) + ")";
 }
 
-// Whether the host's send side is attached in edt mode: sch_fq there can hold ACKs.
-bool send_side_paces(const HostDevice& host)
-{
-    return Shaper::is_attached(host.name, Direction::Egress) &&
-           Shaper::open_unlocked(host.name, Direction::Egress).attach_options().mode == SHAPER_MODE_EDT;
-}
-
 // The class a side gets: on the host's receive side, CoDel's paced target and interval when the
 // send side paces its ACKs, unless the configuration turned CoDel off.
 ClassSpec side_class(const HostDevice& host, Direction side, ClassSpec spec)
 {
-    if (side == Direction::Ingress && spec.aqm && send_side_paces(host)) {
+    if (side == Direction::Ingress && spec.aqm && send_side_paces(host.name)) {
         spec.aqm_target_ns = kIngressPacedTargetNs;
         spec.aqm_interval_ns = kIngressPacedIntervalNs;
     }
     return spec;
 }
 
-// One plugin at a time changes shaperctl's state: the library locks each device, but attaches
-// and detaches of different devices share the namespace's directories (a detach removes an
-// emptied one while another attach fills it).
+// Holds the lock on containers' shaping: runtimes start pods in parallel, and the library's
+// lock is per device while attaches and detaches of different devices share directories.
 Fd lock_plugin()
 {
-    make_private_dir(kStateDir, kStateDir);
-    const std::string path = std::string(kStateDir) + "/lock";
-    Fd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
-    if (!fd || flock(fd.get(), LOCK_EX))
-        throw CniError(kTryAgainLater, errno_message("cannot lock " + path, errno));
-    return fd;
-}
-
-std::string state_path(const Attachment& a)
-{
-    return std::string(kStateDir) + "/" + a.container_id + "-" + a.ifname;
-}
-
-void save_state(const Attachment& a, const HostDevice& host)
-{
-    const std::string path = state_path(a), tmp = path + ".tmp";
-    {
-        std::ofstream out(tmp, std::ios::trunc);
-        out << host.name << " " << host.ifindex << "\n";
-        if (!out.flush())
-            throw CniError(kOther, "cannot write " + tmp);
-    }
-    if (rename(tmp.c_str(), path.c_str()))
-        throw CniError(kOther, errno_message("cannot write " + path, errno));
-}
-
-std::optional<HostDevice> load_state(const Attachment& a)
-{
-    std::ifstream in(state_path(a));
-    HostDevice host;
-    if (!(in >> host.name >> host.ifindex))
-        return std::nullopt;
-    return host;
-}
-
-// Attaches one side; the host's egress paces with sch_fq, or polices where the kernel has none
-// (an ADD repeated for a container keeps the mode its first ADD chose).
-void attach_side(const HostDevice& host, Direction side)
-{
-    AttachOptions options;
-    options.direction = side;
-    if (side == Direction::Egress && Shaper::is_attached(host.name, side))
-        options.mode = Shaper::open_unlocked(host.name, side).attach_options().mode;  // ADD again
     try {
-        Shaper::attach(host.name, options);
-    } catch (const QdiscUnavailable&) {
-        if (side != Direction::Egress)
-            throw;
-        options.mode = SHAPER_MODE_POLICE;
-        Shaper::attach(host.name, options);
-    }
-}
-
-// Class 1, everything's default class. An ADD repeated for the same container changes it.
-void shape_side(const HostDevice& host, Direction side, const ClassSpec& spec)
-{
-    const Shaper shaper = Shaper::open(host.name, side);
-    if (shaper.config().classes.empty())
-        shaper.add_class(spec);
-    else
-        shaper.change_class(spec);
-    shaper.set_default(spec.id);
-}
-
-// The container's egress alone: the host's send side attached in edt mode with no class, so that
-// the host's ACKs of the container's flows wait for the ingress class's clock (bpf/ack_pace.h).
-// Where the kernel has no sch_fq nothing can pace, and that side is left alone. An ADD that
-// shaped the container's ingress before keeps the side and drops its class (or detaches it, in
-// police mode).
-void attach_ack_pacing(const HostDevice& host)
-{
-    if (Shaper::is_attached(host.name, Direction::Egress)) {
-        if (!send_side_paces(host)) {
-            Shaper::detach(host.name, Direction::Egress);
-            return;
-        }
-        const Shaper shaper = Shaper::open(host.name, Direction::Egress);
-        shaper.set_default(0);
-        for (const auto& c : shaper.config().classes)
-            shaper.del_class(c.id);
-        return;
-    }
-    AttachOptions options;
-    options.direction = Direction::Egress;
-    try {
-        Shaper::attach(host.name, options);
-    } catch (const QdiscUnavailable&) {
-        // Police mode delays nothing: no side to attach.
+        return lock_containers();
+    } catch (const Error& e) {
+        throw CniError(kTryAgainLater, e.what());
     }
 }
 
@@ -157,21 +58,28 @@ bool pacing_only(const NetConf& conf, const Shaper& shaper)
            shaper.attach_options().mode == SHAPER_MODE_EDT;
 }
 
-// Detaches every side of the recorded device, present or deleted since (then only its pins and
-// records are left to remove). A device of that name with another ifindex is not ours.
-void detach_recorded(const HostDevice& host)
+// The configuration with the rates `shaperctl container set` gave since ADD: what CHECK expects.
+// A direction it added has the class set_container_rate() made: the other direction's options.
+NetConf with_live_rates(NetConf conf, const ContainerRecord& record)
 {
-    const uint64_t here = current_netns();
-    // Listed again after each detach: a receive side's takes the send side it brought with it.
-    for (;;) {
-        const std::vector<ManagedDevice> managed = Shaper::list();
-        const auto m = std::find_if(managed.begin(), managed.end(), [&](const ManagedDevice& d) {
-            return d.netns == here && d.ifindex == host.ifindex && d.name == host.name;
-        });
-        if (m == managed.end())
+    auto live = [](uint64_t bps, std::optional<ClassSpec>& spec, const std::optional<ClassSpec>& other, Direction side) {
+        if (!bps)
             return;
-        Shaper::detach(m->name, m->direction);
-    }
+        if (!spec) {
+            spec = class_defaults(side);
+            spec->id = 1;
+            if (other) {
+                spec->overhead = other->overhead;
+                spec->sparse = other->sparse;
+                spec->fair = other->fair;
+                spec->aqm = other->aqm;
+            }
+        }
+        spec->rate_bps = bps;
+    };
+    live(record.ingress_bps, conf.container_ingress, conf.container_egress, Direction::Egress);
+    live(record.egress_bps, conf.container_egress, conf.container_ingress, Direction::Ingress);
+    return conf;
 }
 
 }  // namespace
@@ -181,31 +89,38 @@ void add_shaping(const NetConf& conf, const HostDevice& host, const Attachment& 
     if (!conf.container_ingress && !conf.container_egress)
         return;  // no bandwidth asked for: the reference plugin passes through too
     const Fd lock = lock_plugin();
-    save_state(attachment, host);  // first: a DEL after a failed ADD finds what to remove
+    ContainerRecord record;
+    record.container_id = attachment.container_id;
+    record.ifname = attachment.ifname;
+    record.device = host.name;
+    record.ifindex = host.ifindex;
+    record.netns = current_netns();
     try {
+        save_container(record);  // first: a DEL after a failed ADD finds what to remove
         for (int i = 0; i < 2; i++) {
             const auto [side, spec] = sides(conf, i);
             if (!*spec) {
                 if (side == Direction::Egress && conf.container_egress)
-                    attach_ack_pacing(host);
+                    pace_container_acks(host.name);
                 continue;
             }
-            attach_side(host, side);
-            shape_side(host, side, side_class(host, side, **spec));
+            shape_container_side(host.name, side, **spec);
         }
     } catch (const Error& e) {
         try {
-            detach_recorded(host);
-            unlink(state_path(attachment).c_str());
+            unshape_container(record);
+            remove_container(record);
         } catch (...) {
-            // The ADD's error is the one to report; the state file lets DEL finish the cleanup.
+            // The ADD's error is the one to report; the record lets DEL finish the cleanup.
         }
         throw CniError(kOther, host.name + ": " + e.what());
     }
 }
 
-void check_shaping(const NetConf& conf, const HostDevice& host)
+void check_shaping(const NetConf& given, const HostDevice& host, const Attachment& attachment)
 {
+    const std::optional<ContainerRecord> record = load_container(attachment.container_id, attachment.ifname);
+    const NetConf conf = record ? with_live_rates(given, *record) : given;
     try {
         for (int i = 0; i < 2; i++) {
             const auto [side, spec] = sides(conf, i);
@@ -229,8 +144,7 @@ void check_shaping(const NetConf& conf, const HostDevice& host)
             if (config.classes.size() != 1 || config.default_class != want.id)
                 throw CniError(kOther, side_text(host, side) + ": the classes were changed (expected class " +
                                            std::to_string(want.id) + " alone, as the default)");
-            if (!want.horizon_ns)
-                want.horizon_ns = config.classes[0].horizon_ns;  // the mode's default, resolved
+            resolve_horizon(want, side, shaper.attach_options().mode);
             const std::string changes = class_changes(config.classes[0], want);
             if (!changes.empty())
                 throw CniError(kOther, side_text(host, side) + ": the class differs from the configuration: " + changes);
@@ -243,15 +157,15 @@ void check_shaping(const NetConf& conf, const HostDevice& host)
 void del_shaping(const Attachment& attachment)
 {
     const Fd lock = lock_plugin();
-    const std::optional<HostDevice> host = load_state(attachment);
-    if (!host)
+    const std::optional<ContainerRecord> record = load_container(attachment.container_id, attachment.ifname);
+    if (!record)
         return;  // never shaped, or deleted already
     try {
-        detach_recorded(*host);
+        unshape_container(*record);
     } catch (const Error& e) {
-        throw CniError(kOther, host->name + ": " + e.what());  // the state stays: DEL again finishes
+        throw CniError(kOther, record->device + ": " + e.what());  // the record stays: DEL again finishes
     }
-    unlink(state_path(attachment).c_str());
+    remove_container(*record);
 }
 
 }  // namespace shaperctl::cni

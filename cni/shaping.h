@@ -1,8 +1,8 @@
-// Why: ADD, CHECK and DEL are each a few library calls (Shaper::attach, add_class, set_default,
-// detach) on the two sides of the host-side device, plus what a runtime expects around them:
-// one plugin changes shaperctl's state at a time (runtimes start pods in parallel), a record of
-// which device a container got (so DEL still knows after the namespace and the veth are gone),
-// an ADD that fails half-way undone, and a DEL that succeeds when there is nothing left to undo.
+// Why: ADD, CHECK and DEL are each a few library calls (loader/containers.h: a side shaped, ACKs
+// paced, the device unshaped, the container's record) on the two sides of the host-side device,
+// plus what a runtime expects around them: one plugin changes containers' shaping at a time
+// (runtimes start pods in parallel), an ADD that fails half-way undone, a CHECK that knows the
+// rates an operator changed since, and a DEL that succeeds when there is nothing left to undo.
 #pragma once
 
 #include <string>
@@ -18,8 +18,9 @@ namespace shaperctl::cni {
 // ingress (marks by CoDel, ECN). Undone on failure.
 void add_shaping(const NetConf& conf, const HostDevice& host, const Attachment& attachment);
 
-// CniError when the shaping of the host-side device differs from the configuration's.
-void check_shaping(const NetConf& conf, const HostDevice& host);
+// CniError when the shaping of the host-side device differs from the configuration's, with the
+// rates `shaperctl container set` changed since in place of the configuration's.
+void check_shaping(const NetConf& conf, const HostDevice& host, const Attachment& attachment);
 
 // Removes what ADD made for this attachment; nothing to do is success.
 void del_shaping(const Attachment& attachment);

@@ -4,7 +4,9 @@
 # configuration on stdin (prevResult: the previous plugin's stdout; runtimeConfig: the bandwidth
 # capability), stdout parsed as the runtime parses it. Cases: ADD (result = prevResult, both
 # sides of the host veth shaped with the asked rates), CHECK (clean, then after the shaping was
-# changed or removed behind its back), DEL twice, DEL after the namespace is gone, 8 parallel
+# changed or removed behind its back), a running container's rates changed in place (shaperctl
+# containers, change-container; CHECK then expects them; an older plugin's record read), DEL
+# twice, DEL after the namespace is gone, 8 parallel
 # ADDs and DELs, the error objects (invalid JSON, no prevResult, zero and negative rate,
 # unsupported cniVersion, no host device, no CNI_COMMAND) with nothing changed. Where sch_fq
 # exists (the VM) the host veth's egress must pace (edt, fq on every queue) and packets must be
@@ -133,7 +135,7 @@ if [ $HAS_FQ = 1 ]; then
   ping -c 3 -i 0.2 -W 2 "$ip" >/dev/null 2>&1
   eg=$("$SHAPERCTL" status --dev "$V" --json --sample 0 | jq '.classes[0].packets')
   in=$("$SHAPERCTL" status --dev "$V" --ingress --json --sample 0 | jq '.classes[0].packets')
-  check "ping counted by both classes (egress $eg, ingress $in packets)" [ "${eg:-0}" -ge 3 ] && [ "${in:-0}" -ge 3 ]
+  check "ping counted by both classes (egress $eg, ingress $in packets)" eval '[ "${eg:-0}" -ge 3 ] && [ "${in:-0}" -ge 3 ]'
 fi
 plugin shaperctl-cni CHECK "$C" "$(conf_shaper "$(cat "$WORK/prev.$C")")"
 check "CHECK of the shaping ADD made" [ $? = 0 ]
@@ -176,19 +178,60 @@ no_class() { [ $HAS_FQ = 0 ] || [ "$("$SHAPERCTL" status --dev "$1" --json --sam
 if add "$C" "$EGRESS_ONLY"; then pass "ADD of the container's egress alone"; else fail "ADD egress alone: $(cat "$WORK/out.$C")"; fi
 V=$(host_veth "$C")
 check "host veth $V: $(pacing_side) (the send side, edt and classless, only where fq paces ACKs)" \
-  [ "$(sides_of "$V")" = "$(pacing_side)" ] && no_class "$V"
+  eval '[ "$(sides_of "$V")" = "$(pacing_side)" ] && no_class "$V"'
 plugin shaperctl-cni CHECK "$C" "$(conf_shaper "$(cat "$WORK/prev.$C")" "$EGRESS_ONLY")"
 check "CHECK of the container's egress alone" [ $? = 0 ]
 plugin shaperctl-cni ADD "$C" "$(conf_shaper "$(cat "$WORK/prev.$C")")"
-check "ADD again with both directions shapes both" [ "$(sides_of "$V")" = "egress:$egress_mode ingress:police" ] &&
-  [ "$(class_of "$V")" = "10000000 12500" ]
+check "ADD again with both directions shapes both" eval '[ "$(sides_of "$V")" = "egress:$egress_mode ingress:police" ] &&
+  [ "$(class_of "$V")" = "10000000 12500" ]'
 plugin shaperctl-cni ADD "$C" "$(conf_shaper "$(cat "$WORK/prev.$C")" "$EGRESS_ONLY")"
-check "ADD again with the egress alone drops the container's ingress class" [ "$(sides_of "$V")" = "$(pacing_side)" ] && no_class "$V"
+check "ADD again with the egress alone drops the container's ingress class" eval '[ "$(sides_of "$V")" = "$(pacing_side)" ] && no_class "$V"'
 plugin shaperctl-cni CHECK "$C" "$(conf_shaper "$(cat "$WORK/prev.$C")" "$EGRESS_ONLY")"
 check "... and CHECK agrees" [ $? = 0 ]
 del "$C"; check "DEL" [ $? = 0 ]
 check "DEL left no device, side or pin" nothing_left
 ip netns del "$C"
+
+# --- a running container's rates changed in place: containers, change-container, list -----------
+C=$TAG-d C2=$TAG-dx
+add "$C" || fail "ADD $C: $(cat "$WORK/out.$C")"
+add "$C2" "$EGRESS_ONLY" || fail "ADD $C2: $(cat "$WORK/out.$C2")"
+V=$(host_veth "$C") V2=$(host_veth "$C2")
+listed() { "$SHAPERCTL" containers --json | jq -r --arg c "$1" \
+  '.[] | select(.container == $c) | "\(.device) \(.ingress_rate_bps) \(.egress_rate_bps) \(.ingress_changed) \(.egress_changed)"'; }
+check "containers: $C on $V, ingress 10 Mbit, egress 20 Mbit" [ "$(listed "$C")" = "$V 10000000 20000000 false false" ]
+check "containers: $C2 on $V2, egress alone" [ "$(listed "$C2")" = "$V2 null 20000000 false false" ]
+check "list names the container of each side" \
+  [ "$("$SHAPERCTL" list --json | jq -r --arg d "$V" '[.[] | select(.device == $d) | .container] | unique | join(" ")')" = "$C" ]
+# cc ARGS...: change-container, its output in $WORK/cc, its status in $rc.
+cc() { "$SHAPERCTL" change-container "$@" >"$WORK/cc" 2>&1; rc=$?; }
+cc --id "$C" --ingress 5mbit --egress 3mbit
+check "change-container --id $C (also a prefix of $C2) --ingress 5mbit --egress 3mbit: $(tr '\n' ' ' < "$WORK/cc")" [ $rc = 0 ]
+check "... host egress class at 5 Mbit, burst kept" [ "$(class_of "$V")" = "5000000 12500" ]
+check "... host ingress class at 3 Mbit, burst kept" [ "$(class_of "$V" --ingress)" = "3000000 25000" ]
+check "... containers marks both changed" [ "$(listed "$C")" = "$V 5000000 3000000 true true" ]
+plugin shaperctl-cni CHECK "$C" "$(conf_shaper "$(cat "$WORK/prev.$C")")"
+check "CHECK expects the changed rates" [ $? = 0 ]
+cc --id "$C2" --ingress 7mbit
+check "change-container --id $C2 --ingress 7mbit shapes the direction ADD left alone" \
+  eval '[ $rc = 0 ] && [ "$(sides_of "$V2")" = "egress:$egress_mode ingress:police" ] && [ "$(class_of "$V2")" = "7000000 0" ]'
+plugin shaperctl-cni CHECK "$C2" "$(conf_shaper "$(cat "$WORK/prev.$C2")" "$EGRESS_ONLY")"
+check "... and CHECK expects it" [ $? = 0 ]
+BEFORE=$(class_of "$V")/$(class_of "$V" --ingress)/$(listed "$C")
+for bad in "--id $TAG- --ingress 1mbit" "--id nosuchcontainer --ingress 1mbit" "--id $C" "--id $C --ingress 5mbt" \
+           "--id $C --ingress 1mbit --egress 0" "--id $C --ifname eth9 --ingress 1mbit" "--id abc --ingress 1mbit"; do
+  # shellcheck disable=SC2086
+  cc $bad
+  check "change-container $bad refused in one line: $(cat "$WORK/cc")" eval '[ $rc != 0 ] && [ "$(wc -l < "$WORK/cc")" = 1 ]'
+done
+check "... and changed nothing" [ "$(class_of "$V")/$(class_of "$V" --ingress)/$(listed "$C")" = "$BEFORE" ]
+# A record as the first plugins wrote it ("DEVICE IFINDEX"): read after an upgrade, DEL finishes.
+old=$(jq -r '"\(.device) \(.ifindex)"' "/run/shaperctl-cni/$C2-eth0") && echo "$old" > "/run/shaperctl-cni/$C2-eth0"
+check "an older plugin's record is listed" [ "$(listed "$C2")" = "$V2 7000000 20000000 false false" ]
+del "$C"; del "$C2"
+check "DEL of both removed their records" eval '[ -z "$(listed "$C")$(listed "$C2")" ] && [ ! -e "/run/shaperctl-cni/$C2-eth0" ]'
+check "... and left no device, side or pin" nothing_left
+ip netns del "$C"; ip netns del "$C2"
 
 # --- 8 parallel ADDs, then 8 parallel DELs --------------------------------------------------------
 N="1 2 3 4 5 6 7 8"
@@ -242,7 +285,7 @@ check "errors changed nothing" nothing_left
 echo '{"cniVersion": "1.0.0"}' | CNI_COMMAND=VERSION "$WORK/bin/shaperctl-cni" >"$WORK/out.$C"
 check "VERSION lists 0.3.1 0.4.0 1.0.0" [ "$(jq -r '.supportedVersions | join(" ")' "$WORK/out.$C")" = "0.3.1 0.4.0 1.0.0" ]
 plugin shaperctl-cni ADD "$C" "$(conf_shaper "$PREV" '{}')"
-check "no bandwidth: prevResult passed through, nothing shaped" [ "$(jq -S -c . "$WORK/out.$C")" = "$(echo "$PREV" | jq -S -c .)" ] && nothing_left
+check "no bandwidth: prevResult passed through, nothing shaped" eval '[ "$(jq -S -c . "$WORK/out.$C")" = "$(echo "$PREV" | jq -S -c .)" ] && nothing_left'
 plugin bridge DEL "$C" "$(conf_bridge)"
 
 echo "cni-test: $PASSES passed, $FAILS failed"
