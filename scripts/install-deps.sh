@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs every build, test and demo dependency from Debian packages. Idempotent:
+# Installs every build, test and demo dependency from Debian packages (--packaging: also what
+# checking the Debian package takes). Idempotent:
 # packages already present are skipped, so a second run costs one dpkg query.
 set -euo pipefail
 
@@ -20,6 +21,9 @@ packages=(
   stress-ng  # scripts/test.sh --busy: one core kept busy, as on a loaded machine
   containernetworking-plugins  # bench/cni.sh: the reference bridge + host-local + bandwidth plugins
 )
+
+# --packaging: what packaging/check-deb.sh needs besides (lintian and its Perl: not in every run).
+[ "${1:-}" != --packaging ] || packages+=(lintian)
 
 missing=()
 for p in "${packages[@]}"; do

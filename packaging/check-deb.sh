@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# The Debian package as an operator meets it: lintian (no error), then in a throw-away container
+# booting this host's system (an overlay on it, so nothing reaches the host) with systemd:
+# dpkg -i, the units enabled and the exporter serving, doctor, shaperctl.service applying a file
+# once one exists, dpkg --purge stopping the units (the devices detached), and the system's
+# files afterwards as they were before the install. Needs root, systemd-nspawn and lintian.
+#
+# usage: packaging/check-deb.sh [BUILD_DIR]    (default: build; scripts/package.sh makes the .deb)
+# Exit status 0 when every check passed; the container's log is printed either way.
+set -euo pipefail
+
+repo="$(cd "$(dirname "$0")/.." && pwd)"
+build="$(cd "${1:-$repo/build}" && pwd)"
+[ "$(id -u)" = 0 ] || { echo "check-deb: needs root" >&2; exit 2; }
+bash "$repo/scripts/install-deps.sh" --packaging
+
+tmp="$(mktemp -d /tmp/shaperctl-deb-check.XXXXXX)"
+trap 'rm -rf "$tmp"' EXIT
+mkdir -p "$tmp/check" "$tmp/out" "$tmp/deb"
+deb="$(bash "$repo/scripts/package.sh" "$build" "$tmp/deb")"
+fails=0
+# lintian: every tag is printed; an error fails the check.
+lintian --no-tag-display-limit "$deb" > "$tmp/lintian.txt" 2>&1 || true
+sed 's/^/lintian: /' "$tmp/lintian.txt"
+if grep -q '^E:' "$tmp/lintian.txt"; then echo "FAIL lintian reports errors"; fails=$((fails + 1)); else echo "ok   lintian: no error"; fi
+
+cat > "$tmp/check.service" <<'EOF'
+[Unit]
+After=basic.target
+[Service]
+Type=oneshot
+ExecStart=/bin/bash /check/check.sh
+StandardOutput=file:/out/check.log
+StandardError=inherit
+ExecStopPost=/bin/systemctl --no-block poweroff
+EOF
+cat > "$tmp/check.target" <<'EOF'
+[Unit]
+Requires=check.service basic.target
+After=check.service
+EOF
+
+cat > "$tmp/check/check.sh" <<'EOF'
+#!/bin/bash
+exec 2>&1
+fails=0
+check() {  # check DESCRIPTION COMMAND...: runs it, says ok or FAIL
+  if out=$("${@:2}" 2>&1); then echo "ok   $1"; else echo "FAIL $1"; echo "$out" | sed 's/^/     /'; fails=$((fails + 1)); fi
+}
+# What the system holds, but what a package manager and a running system change by themselves.
+files() { find /usr /etc /lib /var/lib /opt -xdev 2>/dev/null |
+  grep -Ev '^/var/lib/(dpkg|systemd/(timers|catalog|coredump|random-seed|journal))|^/etc/(ld.so.cache|machine-id)$' | sort; }
+files > /tmp/before
+deb=$(ls /deb/*.deb)
+check "dpkg -i $(basename "$deb")" dpkg -i "$deb"
+check "shaperctl --help" /usr/sbin/shaperctl --help
+check "shaperctl-cni answers VERSION" sh -c 'echo "{\"cniVersion\":\"1.0.0\"}" | CNI_COMMAND=VERSION /usr/lib/cni/shaperctl-cni | grep -q supportedVersions'
+check "man page and completion in place" test -s /usr/share/man/man8/shaperctl.8.gz -a -s /usr/share/bash-completion/completions/shaperctl
+check "both units enabled" sh -c 'systemctl is-enabled shaperctl.service shaperctl-exporter.service | grep -vx enabled | wc -l | grep -qx 0'
+check "the exporter started, serving metrics" sh -c 'for i in $(seq 50); do curl -sf 127.0.0.1:9464/metrics | grep -q "^# HELP shaperctl_" && exit 0; sleep 0.2; done; exit 1'
+check "shaperctl.service waits for its file (condition unmet, not failed)" sh -c '! systemctl is-failed -q shaperctl.service'
+shaperctl doctor > /tmp/doctor.txt 2>&1; rc=$?
+check "doctor runs (exit $rc: 0 all ok, 1 a finding failed)" sh -c "[ $rc -le 1 ] && grep -q kernel /tmp/doctor.txt"
+sed 's/^/doctor: /' /tmp/doctor.txt | head -30
+ip link add sh0 type veth peer name sh1 && ip link set sh0 up && ip link set sh1 up
+mkdir -p /etc/shaperctl
+printf '%s\n' '{"version": 1, "devices": [{"device": "sh0", "mode": "police", "classes": [{"id": 1, "rate": "10mbit"}], "default_class": 1}]}' > /etc/shaperctl/config.json
+check "shaperctl.service starts once the file exists (apply)" systemctl start shaperctl.service
+check "... the class is there" sh -c "shaperctl status --dev sh0 --sample 0 | grep -q '^1 .*10mbit'"
+check "dpkg --purge shaperctl" dpkg --purge shaperctl
+check "... stopped the units: the device detached" sh -c '! tc filter show dev sh0 egress | grep -q bpf && ! systemctl is-active -q shaperctl-exporter.service'
+ip link del sh0
+rm -rf /etc/shaperctl  # the administrator's file, which a purge leaves
+files > /tmp/after
+check "... the system's files as before the install" diff /tmp/before /tmp/after
+[ "$fails" = 0 ] && echo CHECK-OK || echo "CHECK-FAILED ($fails)"
+EOF
+
+# nspawn's own seccomp filter refuses bpf() program loads: off, the units' filters apply. The
+# overlay makes / writable for dpkg; its changes vanish with the container.
+SYSTEMD_SECCOMP=0 timeout 600 systemd-nspawn -D / --volatile=overlay --private-network --register=no --keep-unit \
+  -M "shaperctl-deb-$$" --capability=all --bind=/sys/fs/bpf \
+  --bind-ro="$tmp/check":/check --bind-ro="$tmp/deb":/deb --bind="$tmp/out":/out \
+  --bind-ro="$tmp/check.service":/etc/systemd/system/check.service \
+  --bind-ro="$tmp/check.target":/etc/systemd/system/check.target \
+  -b systemd.unit=check.target systemd.firstboot=off >"$tmp/boot.log" 2>&1 || true
+if [ ! -s "$tmp/out/check.log" ]; then
+  echo "check-deb: the container did not run the checks; its console:" >&2
+  tail -30 "$tmp/boot.log" >&2
+  exit 1
+fi
+cat "$tmp/out/check.log"
+grep -q '^CHECK-OK' "$tmp/out/check.log" && [ $fails = 0 ]
