@@ -12,7 +12,7 @@ set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 build="$(cd "${1:-$repo/build}" && pwd)"
 [ "$(id -u)" = 0 ] || { echo "check-deb: needs root" >&2; exit 2; }
-bash "$repo/scripts/install-deps.sh" --packaging
+command -v lintian >/dev/null || { echo "check-deb: lintian missing (scripts/install-deps.sh)" >&2; exit 2; }
 
 tmp="$(mktemp -d /tmp/shaperctl-deb-check.XXXXXX)"
 trap 'rm -rf "$tmp"' EXIT

@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
-# Installs every build, test and demo dependency from Debian packages (--packaging: also what
-# checking the Debian package takes). Idempotent:
+# Installs every build, test and demo dependency from Debian packages. Idempotent:
 # packages already present are skipped, so a second run costs one dpkg query.
 set -euo pipefail
 
@@ -14,6 +13,7 @@ packages=(
   # tests and demo on this host (curl, openssl: the exporter's TLS tests; systemd: systemd-analyze;
   # systemd-container: packaging/check-units.sh)
   iproute2 iperf3 iputils-ping ethtool curl openssl systemd systemd-container
+  lintian  # packaging/check-deb.sh
   # the stock-kernel VM harness
   qemu-system-x86 busybox-static cpio kmod zstd xz-utils
   # benchmarks
@@ -22,8 +22,6 @@ packages=(
   containernetworking-plugins  # bench/cni.sh: the reference bridge + host-local + bandwidth plugins
 )
 
-# --packaging: what packaging/check-deb.sh needs besides (lintian and its Perl: not in every run).
-[ "${1:-}" != --packaging ] || packages+=(lintian)
 
 missing=()
 for p in "${packages[@]}"; do

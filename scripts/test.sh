@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh machine: dependencies, build, then every test through
 # CTest. Without arguments (CI): the tests in the stock-kernel VM (ctest -L vm: the host test
-# binary again on Debian's 6.1, end-to-end pacing, the CNI plugin, the kernel matrix), then the
+# binary again on Debian's 6.1, end-to-end pacing, the CNI plugin, the kernel matrix) and the
+# Debian package's (ctest -L release: lintian, installed and purged in a container), then the
 # host tests (BPF_PROG_TEST_RUN, netns + veth integration, units) under ASan + UBSan
 # (build-asan/, scripts/sanitize.sh) while the fuzzers fuzz 12 s each (build-fuzz/). Needs root.
 # At the end (pass or fail) a table of each stage's time.
@@ -55,8 +56,8 @@ if [ $# -gt 0 ]; then
   ctest --test-dir build -j2 --output-on-failure --timeout 900 "$@"
   exit
 fi
-stage "guests (ctest -L vm but vm_e2e)"
-ctest --test-dir build -j2 -L vm -E '^vm_e2e$' --output-on-failure --timeout 900
+stage "guests and the package (ctest -L 'vm|release' but vm_e2e)"
+ctest --test-dir build -j2 -L 'vm|release' -E '^vm_e2e$' --output-on-failure --timeout 900
 # vm_e2e (about one core) beside the two other builds at the lowest priority: its rate cases are
 # judged from the datapath's own samples (tests/e2e/judge.sh), which a busy host cannot fake.
 # Fuzzers: a clang + libFuzzer build of fuzz/ alone; each target fuzzes 12 s from its corpus,
