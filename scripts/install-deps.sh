@@ -17,7 +17,7 @@ packages=(
   # the stock-kernel VM harness
   qemu-system-x86 busybox-static cpio kmod zstd xz-utils
   # benchmarks
-  gnuplot-nox jq python3-jsonschema
+  gnuplot-nox jq python3-jsonschema python3-yaml
   stress-ng  # scripts/test.sh --busy: one core kept busy, as on a loaded machine
   containernetworking-plugins  # bench/cni.sh: the reference bridge + host-local + bandwidth plugins
 )

@@ -6,7 +6,8 @@
 # install changes no byte, uninstall restores the bytes it found; after the network plugin
 # rewrote the file, uninstall takes the entry out of the new file and puts bandwidth back; a
 # plugin dropped by a rewrite is chained again by watch. Refusals change nothing: a single-plugin
-# .conf, a file that is not JSON, a plugin that cannot run on the host, bad options.
+# .conf, a file that is not JSON, a plugin that cannot run on the host, bad options. The
+# DaemonSet's manifest is checked against the API's fields (check-manifest.py).
 #
 #   tests/cni/install-test.sh [SHAPERCTL_CNI]      (CTest: cni_install; the real plugin for one
 #                                                    case, a stand-in script for the rest)
@@ -145,6 +146,20 @@ for mode in keep remove; do
   else
     check watch-term-uninstalls "SIGTERM with --uninstall-on-exit: exit 0, as found" eval '[ "$rc" = 0 ] && unchanged'
   fi
+done
+
+# The DaemonSet's manifest: valid for the API (tests/cni/check-manifest.py), and a broken copy of
+# each kind refused.
+manifest="$here/../../packaging/kubernetes/shaperctl-cni.yaml"
+validate() { python3 "$here/check-manifest.py" "$1" "$here/daemonset-fields.schema.json" "$script" >"$T/out" 2>&1; rc=$?; }
+validate "$manifest"
+check manifest "$(cat "$T/out")" [ $rc = 0 ]
+for broken in 's/hostNetwork:/hostNetwrok:/' 's/readOnly: true/readOnly: "yes"/' \
+              '0,/^        app.kubernetes.io\/name: shaperctl-cni/s//        app.kubernetes.io\/name: other/' \
+              '0,/- name: cni-conf$/s//- name: cni-confs/' 's/- --plugin/- --plugn/' 's/type: DirectoryOrCreate/type: Dir/'; do
+  sed "$broken" "$manifest" > "$T/broken.yaml"
+  validate "$T/broken.yaml"
+  check "manifest-broken" "$broken: $(head -n 1 "$T/out")" [ $rc != 0 ]
 done
 
 # The real plugin answers VERSION in the host's root.
