@@ -5,6 +5,7 @@
 #include <cstring>
 #include <string_view>
 
+#include "core/class_counters.h"
 #include "core/mode.h"
 
 namespace shaperctl {
@@ -91,36 +92,56 @@ char* class_label(char* at, uint32_t id)
 }
 
 // A family: its rows for one device (the samples after NAME{DEVICE LABELS) and how row `i` ends.
+// The class counters' families are made from their table (core/class_counters.h): `counters`
+// holds a family's counters, one row per class and counter.
 struct Family {
     const char* name;
     const char* type;
     const char* help;
-    size_t (*rows)(const DeviceSamples&);
-    char* (*row)(char* at, const DeviceSamples&, size_t i);
+    size_t (*rows)(const Family&, const DeviceSamples&);
+    char* (*row)(char* at, const Family&, const DeviceSamples&, size_t i);
+    std::vector<const CounterField*> counters = {};
 };
 
-size_t one(const DeviceSamples&)
+size_t one(const Family&, const DeviceSamples&)
 {
     return 1;
 }
-size_t per_class(const DeviceSamples& d)
+size_t per_class(const Family&, const DeviceSamples& d)
 {
     return d.classes.size();
 }
-size_t per_rule(const DeviceSamples& d)
+size_t per_rule(const Family&, const DeviceSamples& d)
 {
     return d.status.rules.size();
 }
+size_t per_counter(const Family& f, const DeviceSamples& d)
+{
+    return d.classes.size() * f.counters.size();
+}
+
+// A counter of a class, with its cause as a label where its family has several.
+char* counter_row(char* at, const Family& f, const DeviceSamples& d, size_t i)
+{
+    const ClassSample& c = d.classes[i / f.counters.size()];
+    const CounterField& counter = *f.counters[i % f.counters.size()];
+    at = class_label(at, c.id);
+    if (counter.cause) {
+        at = put(put(at, ",cause=\""), counter.cause);
+        *at++ = '"';
+    }
+    return value(at, c.counters.*counter.member);
+}
 
 template <uint64_t ClassSample::*field>
-char* class_count(char* at, const DeviceSamples& d, size_t i)
+char* class_count(char* at, const Family&, const DeviceSamples& d, size_t i)
 {
     const ClassSample& c = d.classes[i];
     return value(class_label(at, c.id), c.*field);
 }
 
 template <uint64_t ClassSample::*field, unsigned digits>
-char* class_decimal(char* at, const DeviceSamples& d, size_t i)
+char* class_decimal(char* at, const Family&, const DeviceSamples& d, size_t i)
 {
     const ClassSample& c = d.classes[i];
     return decimal_value(class_label(at, c.id), c.*field, digits);
@@ -136,11 +157,12 @@ char* rule_labels(char* at, const RuleStatus& r)
     return at;
 }
 
-const Family kFamilies[] = {
+// The families before the class counters' and after them.
+const Family kBeforeCounters[] = {
     {"shaperctl_device_up", "gauge", "1 when the managed device is present and its maps were read, else 0.", one,
-     [](char* at, const DeviceSamples& d, size_t) { return value(at, d.status.present ? 1 : 0); }},
+     [](char* at, const Family&, const DeviceSamples& d, size_t) { return value(at, d.status.present ? 1 : 0); }},
     {"shaperctl_device_info", "gauge", "Managed device: ifindex and mode (edt or police) as labels.", one,
-     [](char* at, const DeviceSamples& d, size_t) {
+     [](char* at, const Family&, const DeviceSamples& d, size_t) {
          at = put(at, ",ifindex=\"");
          at = number(at, uint64_t(d.status.device.ifindex));
          at = put(at, "\",mode=\"");
@@ -150,25 +172,25 @@ const Family kFamilies[] = {
      }},
     {"shaperctl_device_filter_attached", "gauge",
      "1 when shaperctl's program is on the device's egress hook (tcx or tc clsact).", one,
-     [](char* at, const DeviceSamples& d, size_t) { return value(at, d.status.program_id ? 1 : 0); }},
+     [](char* at, const Family&, const DeviceSamples& d, size_t) { return value(at, d.status.program_id ? 1 : 0); }},
     {"shaperctl_device_tx_queues", "gauge", "TX queues of the device.", one,
-     [](char* at, const DeviceSamples& d, size_t) { return value(at, d.status.pacing.queues); }},
+     [](char* at, const Family&, const DeviceSamples& d, size_t) { return value(at, d.status.pacing.queues); }},
     {"shaperctl_device_fq_queues", "gauge", "TX queues whose qdisc is fq (edt mode paces on them).", one,
-     [](char* at, const DeviceSamples& d, size_t) { return value(at, d.status.pacing.fq_queues); }},
+     [](char* at, const Family&, const DeviceSamples& d, size_t) { return value(at, d.status.pacing.fq_queues); }},
     {"shaperctl_device_acks_paced", "gauge",
      "Receive side: 1 when the send side held an ACK of its flows in the last second (ACK pacing).",
-     [](const DeviceSamples& d) { return size_t(d.status.device.direction == Direction::Ingress); },
-     [](char* at, const DeviceSamples& d, size_t) { return value(at, d.status.acks_paced ? 1 : 0); }},
+     [](const Family&, const DeviceSamples& d) { return size_t(d.status.device.direction == Direction::Ingress); },
+     [](char* at, const Family&, const DeviceSamples& d, size_t) { return value(at, d.status.acks_paced ? 1 : 0); }},
     {"shaperctl_device_default_class", "gauge", "Class of packets no rule matches (0: none).", one,
-     [](char* at, const DeviceSamples& d, size_t) { return value(at, d.status.default_class); }},
+     [](char* at, const Family&, const DeviceSamples& d, size_t) { return value(at, d.status.default_class); }},
     {"shaperctl_unclassified_packets_total", "counter", "Packets that matched no rule and no default class (unshaped).",
-     one, [](char* at, const DeviceSamples& d, size_t) { return value(at, d.status.unclassified.packets); }},
+     one, [](char* at, const Family&, const DeviceSamples& d, size_t) { return value(at, d.status.unclassified.packets); }},
     {"shaperctl_unclassified_segments_total", "counter", "Segments of unclassified packets.", one,
-     [](char* at, const DeviceSamples& d, size_t) { return value(at, d.status.unclassified.segments); }},
+     [](char* at, const Family&, const DeviceSamples& d, size_t) { return value(at, d.status.unclassified.segments); }},
     {"shaperctl_unclassified_bytes_total", "counter", "Bytes of unclassified packets.", one,
-     [](char* at, const DeviceSamples& d, size_t) { return value(at, d.status.unclassified.bytes); }},
+     [](char* at, const Family&, const DeviceSamples& d, size_t) { return value(at, d.status.unclassified.bytes); }},
     {"shaperctl_class_info", "gauge", "Configured class, with its parent (0: top level) as a label.", per_class,
-     [](char* at, const DeviceSamples& d, size_t i) {
+     [](char* at, const Family&, const DeviceSamples& d, size_t i) {
          at = class_label(at, d.classes[i].id);
          at = put(at, ",parent=\"");
          at = number(at, d.classes[i].parent);
@@ -176,7 +198,7 @@ const Family kFamilies[] = {
          return value(at, 1);
      }},
     {"shaperctl_class_rate_limit_bytes_per_second", "gauge", "Configured shaping rate of the class.", per_class,
-     [](char* at, const DeviceSamples& d, size_t i) {
+     [](char* at, const Family&, const DeviceSamples& d, size_t i) {
          const ClassSample& c = d.classes[i];
          return decimal_value(class_label(at, c.id), c.rate_bps * 125, 3);
      }},
@@ -184,49 +206,37 @@ const Family kFamilies[] = {
      class_count<&ClassSample::burst_bytes>},
     {"shaperctl_class_horizon_seconds", "gauge", "Largest queueing delay the class accepts before dropping.", per_class,
      class_decimal<&ClassSample::horizon_ns, 9>},
-    {"shaperctl_class_packets_total", "counter", "Packets charged to the class (descendants included).", per_class,
-     class_count<&ClassSample::packets>},
-    {"shaperctl_class_segments_total", "counter", "GSO segments charged to the class (descendants included).",
-     per_class, class_count<&ClassSample::segments>},
-    {"shaperctl_class_bytes_total", "counter",
-     "Bytes charged to the class: wire length plus overhead, after mpu (descendants included).", per_class,
-     class_count<&ClassSample::bytes>},
-    {"shaperctl_class_drops_total", "counter",
-     "Packets dropped by the class, by cause: horizon (departure too far ahead), aqm (CoDel) "
-     "or fair (a flow above its fair share).",
-     [](const DeviceSamples& d) { return 3 * d.classes.size(); },
-     [](char* at, const DeviceSamples& d, size_t i) {
-         const ClassSample& c = d.classes[i / 3];
-         at = class_label(at, c.id);
-         switch (i % 3) {
-         case 0:
-             return value(put(at, ",cause=\"horizon\""), c.drops_horizon);
-         case 1:
-             return value(put(at, ",cause=\"aqm\""), c.drops_aqm);
-         default:
-             return value(put(at, ",cause=\"fair\""), c.drops_fair);
-         }
-     }},
-    {"shaperctl_class_ecn_marks_total", "counter", "Packets CoDel marked CE instead of dropping.", per_class,
-     class_count<&ClassSample::ecn_marks>},
-    {"shaperctl_class_fair_marks_total", "counter", "Packets marked CE instead of dropped for a flow above its fair share.",
-     per_class, class_count<&ClassSample::fair_marks>},
-    {"shaperctl_class_sparse_packets_total", "counter", "Packets of sparse flows sent ahead of the class backlog (still charged).",
-     per_class, class_count<&ClassSample::sparse>},
+};
+const Family kAfterCounters[] = {
     {"shaperctl_class_backlog_seconds", "gauge", "How far the class clock runs ahead of now (0 when idle).", per_class,
      class_decimal<&ClassSample::backlog_ns, 9>},
     {"shaperctl_rule_hits_total", "counter", "Packets the rule classified.", per_rule,
-     [](char* at, const DeviceSamples& d, size_t i) {
+     [](char* at, const Family&, const DeviceSamples& d, size_t i) {
          const RuleStatus& r = d.status.rules[i];
          return value(rule_labels(at, r), r.counters.packets);
      }},
     {"shaperctl_rule_bytes_total", "counter", "Bytes of the packets the rule classified.", per_rule,
-     [](char* at, const DeviceSamples& d, size_t i) {
+     [](char* at, const Family&, const DeviceSamples& d, size_t i) {
          const RuleStatus& r = d.status.rules[i];
          return value(rule_labels(at, r), r.counters.bytes);
      }},
 };
-constexpr size_t kFamilyCount = sizeof kFamilies / sizeof kFamilies[0];
+// Every family, in the order of the text: the class counters' in their table's order, the
+// counters of one metric (drops by cause) in one family.
+const std::vector<Family>& families()
+{
+    static const std::vector<Family> all = [] {
+        std::vector<Family> v(std::begin(kBeforeCounters), std::end(kBeforeCounters));
+        for (const CounterField& c : counter_fields()) {
+            if (v.back().counters.empty() || std::string_view(v.back().name) != c.metric)
+                v.push_back({c.metric, "counter", c.help, per_counter, counter_row});
+            v.back().counters.push_back(&c);
+        }
+        v.insert(v.end(), std::begin(kAfterCounters), std::end(kAfterCounters));
+        return v;
+    }();
+    return all;
+}
 
 }  // namespace
 
@@ -239,15 +249,7 @@ ClassSample ClassSample::of(const ClassStatus& c)
     s.burst_bytes = c.spec.burst_bytes;
     s.horizon_ns = c.spec.horizon_ns;
     s.backlog_ns = uint64_t(std::max<int64_t>(c.backlog_ns, 0));
-    s.packets = c.counters.packets;
-    s.segments = c.counters.segments;
-    s.bytes = c.counters.bytes;
-    s.drops_horizon = c.counters.drops_horizon;
-    s.drops_aqm = c.counters.drops_aqm;
-    s.drops_fair = c.counters.drops_fair;
-    s.ecn_marks = c.counters.ecn_marks;
-    s.fair_marks = c.counters.fair_marks;
-    s.sparse = c.counters.sparse;
+    s.counters = c.counters;
     return s;
 }
 
@@ -289,8 +291,9 @@ bool MetricsWriter::next(std::string& out, size_t size)
     char* at = base + start;
     char* const stop = at + size;
     const size_t sides = p.down.size() + p.devices.size();
-    while (at < stop && p.family < kFamilyCount) {
-        const Family& f = kFamilies[p.family];
+    const std::vector<Family>& all = families();
+    while (at < stop && p.family < all.size()) {
+        const Family& f = all[p.family];
         if (!p.headed) {
             at = put(put(put(put(at, "# HELP "), f.name), " "), f.help);
             at = put(put(put(put(at, "\n# TYPE "), f.name), " "), f.type);
@@ -311,9 +314,9 @@ bool MetricsWriter::next(std::string& out, size_t size)
             at = value(put(at, p.prefix), 0);
         } else {
             const DeviceSamples& d = p.devices[p.side - p.down.size()];
-            const size_t rows = f.rows(d);
+            const size_t rows = f.rows(f, d);
             for (; p.row < rows && at < stop; p.row++)
-                at = f.row(put(at, p.prefix), d, p.row);
+                at = f.row(put(at, p.prefix), f, d, p.row);
             if (p.row < rows)
                 break;
         }
@@ -323,7 +326,7 @@ bool MetricsWriter::next(std::string& out, size_t size)
             p.prefix = std::string(f.name) + "{" + p.labels[p.side];
     }
     out.resize(size_t(at - base));
-    return p.family < kFamilyCount;
+    return p.family < all.size();
 }
 
 std::string metrics_text(const std::vector<DeviceStatus>& devices, const std::vector<DownDevice>& down)

@@ -23,8 +23,7 @@ struct DownDevice {
 struct ClassSample {
     uint32_t id = 0, parent = 0;
     uint64_t rate_bps = 0, burst_bytes = 0, horizon_ns = 0, backlog_ns = 0;
-    uint64_t packets = 0, segments = 0, bytes = 0, drops_horizon = 0, drops_aqm = 0, drops_fair = 0;
-    uint64_t ecn_marks = 0, fair_marks = 0, sparse = 0;
+    ClassCounters counters;
 
     static ClassSample of(const ClassStatus& c);
 };

@@ -1,5 +1,6 @@
 #include "status_json.h"
 
+#include "core/class_counters.h"
 #include "core/class_spec.h"
 #include "loader/egress_hook.h"
 #include "core/mode.h"
@@ -50,17 +51,15 @@ void for_each_status_field(const ClassStatus& c, Each&& each)
     for (const ClassField& f : class_fields())
         if (&f != &id && &f != &parent)
             each(f.status_key, spec_scalar(f, f.get(c.spec)));
-    const ClassCounters& n = c.counters;
-    each("packets", num(n.packets));
-    each("segments", num(n.segments));
-    each("bytes", num(n.bytes));
-    each("drops", num(n.drops_horizon + n.drops_aqm + n.drops_fair));
-    each("drops_horizon", num(n.drops_horizon));
-    each("drops_aqm", num(n.drops_aqm));
-    each("drops_fair", num(n.drops_fair));
-    each("ecn_marks", num(n.ecn_marks));
-    each("fair_marks", num(n.fair_marks));
-    each("sparse", num(n.sparse));
+    // The counters' table, with the drops of every cause summed before the first of them.
+    bool dropped = false;
+    for (const CounterField& f : counter_fields()) {
+        if (f.kind == CounterKind::Drop && !dropped) {
+            each("drops", num(counter_total(c.counters, CounterKind::Drop)));
+            dropped = true;
+        }
+        each(f.status_key, num(c.counters.*f.member));
+    }
     each("backlog_ns", snum(c.backlog_ns));
     each("rate_estimate_bps", num(c.rate_estimate_bps));
 }

@@ -69,8 +69,8 @@ void StatusTableWriter::add(const ClassStatus& c)
     classes_.row({std::to_string(c.spec.id), c.spec.parent ? std::to_string(c.spec.parent) : "-",
                   format_rate(c.spec.rate_bps), format_size(c.spec.burst_bytes), format_time(c.spec.horizon_ns),
                   std::to_string(n.packets), format_size(n.bytes),
-                  std::to_string(n.drops_horizon + n.drops_aqm + n.drops_fair),
-                  std::to_string(n.ecn_marks + n.fair_marks), format_time(uint64_t(c.backlog_ns)),
+                  std::to_string(counter_total(n, CounterKind::Drop)),
+                  std::to_string(counter_total(n, CounterKind::Mark)), format_time(uint64_t(c.backlog_ns)),
                   c.rate_estimate_bps ? format_rate(c.rate_estimate_bps) : "0", class_options(c.spec, defaults_)});
 }
 

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/class_counters.h"
 #include "loader/fd.h"
 #include "loader/mapped_array.h"
 #include "shaper_abi.h"
@@ -18,12 +19,6 @@ struct CompiledRules;
 
 // The datapath's clock: CLOCK_MONOTONIC, which bpf_ktime_get_ns reads.
 uint64_t monotonic_ns();
-
-struct ClassCounters {
-    uint64_t packets = 0, segments = 0, bytes = 0, drops_horizon = 0, drops_aqm = 0, ecn_marks = 0, sparse = 0;
-    uint64_t fair_marks = 0, drops_fair = 0;
-    uint64_t clock_carry = 0;  // 2^-32 ns the clock is ahead of the exact charge (< 2^32 per CPU)
-};
 
 // A class's clocks as the control plane reads and writes them (in struct shaper_class, the
 // entry the datapath reads: tat_ns on its first cache line, the rest on its second).
