@@ -14,8 +14,10 @@
 #
 #   tests/cni/cni-test.sh SHAPERCTL_CNI SHAPERCTL [PLUGIN_DIR]          (CTest: cni_host)
 #   vm/run.sh --timeout 600 --module bridge --bin /usr/lib/cni/bridge --bin /usr/lib/cni/host-local \
-#     --bin build/cni/shaperctl-cni --bin build/cli/shaperctl tests/cni/cni-test.sh \
+#     --bin build/cni/shaperctl-cni --bin build/cli/shaperctl --bin build/cli/class_clock \
+#     --file tests/e2e/judge.sh:/usr/local/share/shaperctl-vm/judge.sh tests/cni/cni-test.sh \
 #     /usr/local/bin/shaperctl-cni /usr/local/bin/shaperctl /usr/local/bin   (CTest: vm_cni; 6.1, sch_fq)
+# (class_clock and judge.sh: a changed rate judged from the class clock, as tests/e2e judges.)
 #
 # PLUGIN_DIR holds bridge and host-local (default /usr/lib/cni). On a host, everything runs in a
 # throw-away network namespace standing for the host, so the devices and pins it makes are its own.
@@ -70,10 +72,12 @@ conf_bridge() {
   jq -n -c --arg t "$TAG" --arg d "$WORK/ipam" '{cniVersion: "1.0.0", name: "cnitest", type: "bridge",
     bridge: ($t + "br"), isGateway: true, ipam: {type: "host-local", ranges: [[{subnet: "10.98.0.0/24"}]], dataDir: $d}}'
 }
-# conf_shaper PREV [RUNTIME_BW [VERSION]]: shaperctl-cni's entry with what libcni adds.
+# conf_shaper PREV [RUNTIME_BW [VERSION]]: shaperctl-cni's entry with what libcni adds, and the
+# plugin's own keys in $KEYS (a JSON object).
+KEYS='{}'
 conf_shaper() {
-  jq -n -c --argjson prev "$1" --argjson bw "${2:-$BW}" --arg v "${3:-1.0.0}" \
-    '{cniVersion: $v, name: "cnitest", type: "shaperctl-cni", runtimeConfig: {bandwidth: $bw}}
+  jq -n -c --argjson prev "$1" --argjson bw "${2:-$BW}" --arg v "${3:-1.0.0}" --argjson keys "$KEYS" \
+    '{cniVersion: $v, name: "cnitest", type: "shaperctl-cni", runtimeConfig: {bandwidth: $bw}} + $keys
      + (if $prev == null then {} else {prevResult: $prev} end)'
 }
 # plugin NAME COMMAND CONTAINER CONF: runs it as a runtime does; stdout in $WORK/out.CONTAINER.
@@ -194,7 +198,9 @@ ip netns del "$C"
 
 # --- a running container's rates changed in place: containers, change-container, list -----------
 C=$TAG-d C2=$TAG-dx
+KEYS='{"overhead": 24}'  # Ethernet's preamble, FCS and gap: what judge.sh's device arithmetic assumes
 add "$C" || fail "ADD $C: $(cat "$WORK/out.$C")"
+KEYS='{}'
 add "$C2" "$EGRESS_ONLY" || fail "ADD $C2: $(cat "$WORK/out.$C2")"
 V=$(host_veth "$C") V2=$(host_veth "$C2")
 listed() { "$SHAPERCTL" containers --json | jq -r --arg c "$1" \
@@ -210,8 +216,34 @@ check "change-container --id $C (also a prefix of $C2) --ingress 5mbit --egress 
 check "... host egress class at 5 Mbit, burst kept" [ "$(class_of "$V")" = "5000000 12500" ]
 check "... host ingress class at 3 Mbit, burst kept" [ "$(class_of "$V" --ingress)" = "3000000 25000" ]
 check "... containers marks both changed" [ "$(listed "$C")" = "$V 5000000 3000000 true true" ]
+KEYS='{"overhead": 24}'
 plugin shaperctl-cni CHECK "$C" "$(conf_shaper "$(cat "$WORK/prev.$C")")"
 check "CHECK expects the changed rates" [ $? = 0 ]
+KEYS='{}'
+# The changed rate holds, where the host veth paces (the VM): TCP from the host into the
+# container for 4 s, judged as the end-to-end tests judge a rate (tests/e2e/judge.sh, from the
+# class clock's samples): never faster than 5 Mbit, and stamped at 5 Mbit ±3 % while backlogged.
+JUDGE=/usr/local/share/shaperctl-vm/judge.sh
+if [ $HAS_FQ = 1 ] && command -v class_clock >/dev/null && [ -f "$JUDGE" ]; then
+  # shellcheck source=../e2e/judge.sh
+  . "$JUDGE"
+  ip netns attach "$TAG-host" $$  # class_clock names a namespace: this one, the host's
+  cip=$(jq -r '.ips[0].address' "$WORK/prev.$C" | cut -d/ -f1)
+  ip netns exec "$C" "${IPERF3:-iperf3}" -s -1 -p 5399 >/dev/null 2>&1 &
+  srv=$!
+  sleep 0.5
+  clock_start "$TAG-host" "$V" 1 5.5 "$WORK/live.clock"
+  "${IPERF3:-iperf3}" -c "$cip" -p 5399 -t 4 >/dev/null 2>&1
+  wait "$CLOCK_PID"
+  wait "$srv"
+  v=$(clock_judge "$WORK/live.clock" 5e6 0.6 4 3)
+  case ${v%%|*} in
+    PASS) pass "... 5 Mbit holds after the change: ${v#*|}" ;;
+    FAIL) fail "... 5 Mbit after the change: ${v#*|}" ;;
+    *) echo "SKIP ... 5 Mbit after the change, the guest could not keep the class backlogged: ${v#*|}" ;;
+  esac
+  ip netns delete "$TAG-host"
+fi
 cc --id "$C2" --ingress 7mbit
 check "change-container --id $C2 --ingress 7mbit shapes the direction ADD left alone" \
   eval '[ $rc = 0 ] && [ "$(sides_of "$V2")" = "egress:$egress_mode ingress:police" ] && [ "$(class_of "$V2")" = "7000000 0" ]'
@@ -228,7 +260,7 @@ check "... and changed nothing" [ "$(class_of "$V")/$(class_of "$V" --ingress)/$
 # A record as the first plugins wrote it ("DEVICE IFINDEX"): read after an upgrade, DEL finishes.
 old=$(jq -r '"\(.device) \(.ifindex)"' "/run/shaperctl-cni/$C2-eth0") && echo "$old" > "/run/shaperctl-cni/$C2-eth0"
 check "an older plugin's record is listed" [ "$(listed "$C2")" = "$V2 7000000 20000000 false false" ]
-del "$C"; del "$C2"
+KEYS='{"overhead": 24}'; del "$C"; KEYS='{}'; del "$C2"
 check "DEL of both removed their records" eval '[ -z "$(listed "$C")$(listed "$C2")" ] && [ ! -e "/run/shaperctl-cni/$C2-eth0" ]'
 check "... and left no device, side or pin" nothing_left
 ip netns del "$C"; ip netns del "$C2"
