@@ -108,8 +108,9 @@ Run change_container(CLI::App* cmd, Common&)
             ingress = uint64_t(parse_field(rate_field(), o->ingress));
         if (!o->egress.empty())
             egress = uint64_t(parse_field(rate_field(), o->egress));
+        find_container(o->id, o->ifname);  // a container not found changes nothing, not even the lock's directory
         const Fd lock = lock_containers();
-        ContainerRecord r = find_container(o->id, o->ifname);
+        ContainerRecord r = find_container(o->id, o->ifname);  // again, under the lock
         for (auto [d, bps] : {std::pair{Direction::Ingress, ingress}, std::pair{Direction::Egress, egress}}) {
             if (!bps)
                 continue;
