@@ -165,7 +165,7 @@ ContainerRecord find_container(const std::string& id, const std::string& ifname)
         std::erase_if(found, [&](const ContainerRecord& r) { return r.container_id != id; });
     const std::string named = "container " + id + (ifname.empty() ? "" : " interface " + ifname);
     if (found.empty())
-        throw Error("no " + named + " shaped by shaperctl-cni in this network namespace (shaperctl container list)");
+        throw Error("no " + named + " shaped by shaperctl-cni in this network namespace (shaperctl containers lists them)");
     for (const ContainerRecord& r : found)
         if (r.container_id != found[0].container_id)
             throw Error(named + " is ambiguous: " + std::to_string(found.size()) + " containers start so; give more of the id");

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The Debian package as an operator meets it: lintian (no error), then in a throw-away container
-# booting this host's system (an overlay on it, so nothing reaches the host) with systemd:
+# booting this host's system (overlays on it, so nothing reaches the host) with systemd:
 # dpkg -i, the units enabled and the exporter serving, doctor, shaperctl.service applying a file
 # once one exists, dpkg --purge stopping the units (the devices detached), and the system's
 # files afterwards as they were before the install. Needs root, systemd-nspawn and lintian.
@@ -20,7 +20,7 @@ mkdir -p "$tmp/check" "$tmp/out" "$tmp/deb"
 deb="$(bash "$repo/scripts/package.sh" "$build" "$tmp/deb")"
 fails=0
 # lintian: every tag is printed; an error fails the check.
-lintian --no-tag-display-limit "$deb" > "$tmp/lintian.txt" 2>&1 || true
+lintian --tag-display-limit 0 "$deb" > "$tmp/lintian.txt" 2>&1 || true
 sed 's/^/lintian: /' "$tmp/lintian.txt"
 if grep -q '^E:' "$tmp/lintian.txt"; then echo "FAIL lintian reports errors"; fails=$((fails + 1)); else echo "ok   lintian: no error"; fi
 
@@ -47,13 +47,24 @@ fails=0
 check() {  # check DESCRIPTION COMMAND...: runs it, says ok or FAIL
   if out=$("${@:2}" 2>&1); then echo "ok   $1"; else echo "FAIL $1"; echo "$out" | sed 's/^/     /'; fails=$((fails + 1)); fi
 }
-# What the system holds, but what a package manager and a running system change by themselves
-# (and the directory deb-systemd-helper keeps masks in, which outlives the masks it held).
+deb=$(ls /deb/*.deb)
+# The maintainer scripts start and stop units through deb-systemd-invoke, which asks policy-rc.d
+# first; an image built by Docker has one forbidding both (exit 101), as this host does. A
+# machine as Debian installs it has none: so here (the overlay) neither.
+if [ -e /usr/sbin/policy-rc.d ]; then
+  echo "note: /usr/sbin/policy-rc.d removed in the container: services start and stop as on Debian"
+  rm -f /usr/sbin/policy-rc.d
+fi
+# The package's files (/lib is /usr/lib here): checked apart, since a copy installed by hand
+# before is the package's once dpkg has replaced it.
+dpkg-deb -c "$deb" | awk '{print $NF}' | sed 's|^\./|/|; s|/$||' | grep . | sort -u > /tmp/shipped
+sed -n 's|^/lib/|/usr/lib/|p' /tmp/shipped >> /tmp/shipped
+# What the system holds, but the package's files and what a package manager and a running
+# system change by themselves (and the directory deb-systemd-helper keeps masks in).
 files() { find /usr /etc /lib /var/lib /opt -xdev 2>/dev/null |
   grep -Ev '^/var/lib/(dpkg|systemd/(timers|catalog|coredump|random-seed|journal))|^/etc/(ld.so.cache|machine-id)$' |
-  grep -vx '/var/lib/systemd/deb-systemd-helper-masked' | sort; }
+  grep -vx '/var/lib/systemd/deb-systemd-helper-masked' | grep -vxFf /tmp/shipped | sort; }
 files > /tmp/before
-deb=$(ls /deb/*.deb)
 check "dpkg -i $(basename "$deb")" dpkg -i "$deb"
 check "shaperctl --help" /usr/sbin/shaperctl --help
 check "shaperctl-cni answers VERSION" sh -c 'echo "{\"cniVersion\":\"1.0.0\"}" | CNI_COMMAND=VERSION /usr/lib/cni/shaperctl-cni | grep -q supportedVersions'
@@ -75,12 +86,15 @@ ip link del sh0
 rm -rf /etc/shaperctl  # the administrator's file, which a purge leaves
 files > /tmp/after
 check "... the system's files as before the install" diff /tmp/before /tmp/after
+check "... no file the package shipped is left" sh -c 'while read -r f; do [ -d "$f" ] || [ ! -e "$f" ] || echo "$f"; done < /tmp/shipped | grep . && exit 1; exit 0'
 [ "$fails" = 0 ] && echo CHECK-OK || echo "CHECK-FAILED ($fails)"
 EOF
 
 # nspawn's own seccomp filter refuses bpf() program loads: off, the units' filters apply. The
-# overlay makes / writable for dpkg; its changes vanish with the container.
-SYSTEMD_SECCOMP=0 timeout 600 systemd-nspawn -D / --volatile=overlay --private-network --register=no --keep-unit \
+# root is a tmpfs; /usr, /etc and /var are the host's under overlays whose upper layers are
+# temporary (nspawn refuses an overlay of / itself): dpkg writes there, the host sees nothing.
+SYSTEMD_SECCOMP=0 timeout 600 systemd-nspawn -D / --volatile=yes --overlay=/usr::/usr --overlay=/etc::/etc \
+  --overlay=/var::/var --private-network --register=no --keep-unit \
   -M "shaperctl-deb-$$" --capability=all --bind=/sys/fs/bpf \
   --bind-ro="$tmp/check":/check --bind-ro="$tmp/deb":/deb --bind="$tmp/out":/out \
   --bind-ro="$tmp/check.service":/etc/systemd/system/check.service \

@@ -690,11 +690,13 @@ TEST(SystemdUnits, AreHardenedAsSystemdAnalyzeRatesThem)
         GTEST_SKIP() << "no cmake or no build tree at " SHAPERCTL_BUILD_DIR " to install from";
     char tmpl[] = "/tmp/shaperctl-install-XXXXXX";
     const std::string prefix = mkdtemp(tmpl);
-    must_run("cmake --install " SHAPERCTL_BUILD_DIR " --prefix " + prefix + " >/dev/null");
+    // Under DESTDIR: the CNI plugin's directories are absolute, and a --prefix alone would put it
+    // in the host's /opt/cni/bin and /usr/lib/cni.
+    must_run("DESTDIR=" + prefix + " cmake --install " SHAPERCTL_BUILD_DIR " --prefix /usr/local >/dev/null");
     for (const auto& [unit, most] : std::vector<std::pair<std::string, double>>{
              {"shaperctl-exporter.service", 3.0}, {"shaperctl.service", 5.0}}) {
-        const CommandResult r =
-            run("systemd-analyze security --offline=true --no-pager " + prefix + "/lib/systemd/system/" + unit);
+        const CommandResult r = run("systemd-analyze security --offline=true --no-pager " + prefix +
+                                    "/usr/local/lib/systemd/system/" + unit);
         const std::string mark = "Overall exposure level for " + unit + ": ";
         const size_t at = r.output.find(mark);
         ASSERT_NE(at, std::string::npos) << r.output;
