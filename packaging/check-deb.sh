@@ -14,6 +14,8 @@ build="$(cd "${1:-$repo/build}" && pwd)"
 [ "$(id -u)" = 0 ] || { echo "check-deb: needs root" >&2; exit 2; }
 command -v lintian >/dev/null || { echo "check-deb: lintian missing (scripts/install-deps.sh)" >&2; exit 2; }
 
+# shellcheck source=boot-check.sh
+. "$repo/packaging/boot-check.sh"
 tmp="$(mktemp -d /tmp/shaperctl-deb-check.XXXXXX)"
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/check" "$tmp/out" "$tmp/deb"
@@ -24,29 +26,7 @@ lintian --tag-display-limit 0 "$deb" > "$tmp/lintian.txt" 2>&1 || true
 sed 's/^/lintian: /' "$tmp/lintian.txt"
 if grep -q '^E:' "$tmp/lintian.txt"; then echo "FAIL lintian reports errors"; fails=$((fails + 1)); else echo "ok   lintian: no error"; fi
 
-cat > "$tmp/check.service" <<'EOF'
-[Unit]
-After=basic.target
-[Service]
-Type=oneshot
-ExecStart=/bin/bash /check/check.sh
-StandardOutput=file:/out/check.log
-StandardError=inherit
-ExecStopPost=/bin/systemctl --no-block poweroff
-EOF
-cat > "$tmp/check.target" <<'EOF'
-[Unit]
-Requires=check.service basic.target
-After=check.service
-EOF
-
-cat > "$tmp/check/check.sh" <<'EOF'
-#!/bin/bash
-exec 2>&1
-fails=0
-check() {  # check DESCRIPTION COMMAND...: runs it, says ok or FAIL
-  if out=$("${@:2}" 2>&1); then echo "ok   $1"; else echo "FAIL $1"; echo "$out" | sed 's/^/     /'; fails=$((fails + 1)); fi
-}
+cat > "$tmp/checks" <<'EOF'
 deb=$(ls /deb/*.deb)
 # The maintainer scripts start and stop units through deb-systemd-invoke, which asks policy-rc.d
 # first; an image built by Docker has one forbidding both (exit 101), as this host does. A
@@ -90,20 +70,7 @@ check "... no file the package shipped is left" sh -c 'while read -r f; do [ -d 
 [ "$fails" = 0 ] && echo CHECK-OK || echo "CHECK-FAILED ($fails)"
 EOF
 
-# nspawn's own seccomp filter refuses bpf() program loads: off, the units' filters apply. The
-# root is a tmpfs; /usr, /etc and /var are the host's under overlays whose upper layers are
+# The root is a tmpfs; /usr, /etc and /var are the host's under overlays whose upper layers are
 # temporary (nspawn refuses an overlay of / itself): dpkg writes there, the host sees nothing.
-SYSTEMD_SECCOMP=0 timeout 600 systemd-nspawn -D / --volatile=yes --overlay=/usr::/usr --overlay=/etc::/etc \
-  --overlay=/var::/var --private-network --register=no --keep-unit \
-  -M "shaperctl-deb-$$" --capability=all --bind=/sys/fs/bpf \
-  --bind-ro="$tmp/check":/check --bind-ro="$tmp/deb":/deb --bind="$tmp/out":/out \
-  --bind-ro="$tmp/check.service":/etc/systemd/system/check.service \
-  --bind-ro="$tmp/check.target":/etc/systemd/system/check.target \
-  -b systemd.unit=check.target systemd.firstboot=off >"$tmp/boot.log" 2>&1 || true
-if [ ! -s "$tmp/out/check.log" ]; then
-  echo "check-deb: the container did not run the checks; its console:" >&2
-  tail -30 "$tmp/boot.log" >&2
-  exit 1
-fi
-cat "$tmp/out/check.log"
-grep -q '^CHECK-OK' "$tmp/out/check.log" && [ $fails = 0 ]
+boot_check "$tmp" "$tmp/checks" --volatile=yes --overlay=/usr::/usr --overlay=/etc::/etc --overlay=/var::/var \
+  --private-network --bind=/sys/fs/bpf --bind-ro="$tmp/deb":/deb && [ $fails = 0 ]

@@ -15,34 +15,14 @@ command -v systemd-nspawn >/dev/null || { echo "check-units: systemd-nspawn miss
 [ -x "$build/cli/shaperctl" ] && [ -d "$source" ] || { echo "check-units: no build in $build" >&2; exit 2; }
 [ "$(id -u)" = 0 ] || { echo "check-units: needs root" >&2; exit 2; }
 
+# shellcheck source=boot-check.sh
+. "$(dirname "$0")/boot-check.sh"
 tmp="$(mktemp -d /tmp/shaperctl-units.XXXXXX)"
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/check" "$tmp/out"
 echo "$build" > "$tmp/out/build"
 
-cat > "$tmp/check.service" <<'EOF'
-[Unit]
-After=basic.target
-[Service]
-Type=oneshot
-ExecStart=/bin/bash /check/check.sh
-StandardOutput=file:/out/check.log
-StandardError=inherit
-ExecStopPost=/bin/systemctl --no-block poweroff
-EOF
-cat > "$tmp/check.target" <<'EOF'
-[Unit]
-Requires=check.service basic.target
-After=check.service
-EOF
-
-cat > "$tmp/check/check.sh" <<'EOF'
-#!/bin/bash
-exec 2>&1
-fails=0
-check() {  # check DESCRIPTION COMMAND...: runs it, says ok or FAIL
-  if out=$("${@:2}" 2>&1); then echo "ok   $1"; else echo "FAIL $1"; echo "$out" | sed 's/^/     /'; fails=$((fails + 1)); fi
-}
+cat > "$tmp/checks" <<'EOF'
 stat -Lc %i /proc/self/ns/net > /out/netns
 # /usr is the host's, read-only: the install goes to a tmpfs on /usr/local (units included).
 mount -t tmpfs tmpfs /usr/local
@@ -77,17 +57,5 @@ journalctl -u shaperctl -u shaperctl-exporter --no-pager | tail -20 | sed 's/^/j
 [ "$fails" = 0 ] && echo CHECK-OK || echo "CHECK-FAILED ($fails)"
 EOF
 
-# nspawn's own seccomp filter refuses bpf() program loads: off, the units' filters apply.
-SYSTEMD_SECCOMP=0 timeout 600 systemd-nspawn -D / --volatile=yes --private-network --register=no --keep-unit \
-  -M "shaperctl-units-$$" --capability=all \
-  --bind=/sys/fs/bpf --bind-ro="$build" --bind-ro="$source" --bind-ro="$tmp/check":/check --bind="$tmp/out":/out \
-  --bind-ro="$tmp/check.service":/etc/systemd/system/check.service \
-  --bind-ro="$tmp/check.target":/etc/systemd/system/check.target \
-  -b systemd.unit=check.target systemd.firstboot=off >"$tmp/boot.log" 2>&1 || true
-if [ ! -s "$tmp/out/check.log" ]; then
-  echo "check-units: the container did not run the checks; its console:" >&2
-  tail -30 "$tmp/boot.log" >&2
-  exit 1
-fi
-cat "$tmp/out/check.log"
-grep -q '^CHECK-OK' "$tmp/out/check.log"
+boot_check "$tmp" "$tmp/checks" --volatile=yes --private-network --bind=/sys/fs/bpf \
+  --bind-ro="$build" --bind-ro="$source"
