@@ -1,6 +1,5 @@
 #include "shaping.h"
 
-#include <unistd.h>
 
 #include <chrono>
 #include <optional>
@@ -27,17 +26,6 @@ std::string side_text(const HostDevice& host, Direction side)
 {
     return std::string(side == Direction::Egress ? "the container's ingress" : "the container's egress") +
            " (" + host.name + " " + direction_name(side) + ")";
-}
-
-// The class a side gets: on the host's receive side, CoDel's paced target and interval when the
-// send side paces its ACKs, unless the configuration turned CoDel off.
-ClassSpec side_class(const HostDevice& host, Direction side, ClassSpec spec)
-{
-    if (side == Direction::Ingress && spec.aqm && send_side_paces(host.name)) {
-        spec.aqm_target_ns = kIngressPacedTargetNs;
-        spec.aqm_interval_ns = kIngressPacedIntervalNs;
-    }
-    return spec;
 }
 
 // Holds the lock on containers' shaping: runtimes start pods in parallel, and the library's
@@ -140,7 +128,7 @@ void check_shaping(const NetConf& given, const HostDevice& host, const Attachmen
                 throw CniError(kOther, side_text(host, side) + ": sch_fq was removed (root qdisc " +
                                            status.pacing.root_kind + "): departure times are not enforced");
             const ShaperConfig config = shaper.config();
-            ClassSpec want = side_class(host, side, **spec);
+            ClassSpec want = container_side_class(host.name, side, **spec);
             if (config.classes.size() != 1 || config.default_class != want.id)
                 throw CniError(kOther, side_text(host, side) + ": the classes were changed (expected class " +
                                            std::to_string(want.id) + " alone, as the default)");

@@ -185,14 +185,19 @@ bool send_side_paces(const std::string& device)
            Shaper::open_unlocked(device, Direction::Egress).attach_options().mode == SHAPER_MODE_EDT;
 }
 
-void shape_container_side(const std::string& device, Direction side, const ClassSpec& given)
+ClassSpec container_side_class(const std::string& device, Direction side, ClassSpec spec)
 {
-    attach_side(device, side);
-    ClassSpec spec = given;
     if (side == Direction::Ingress && spec.aqm && send_side_paces(device)) {
         spec.aqm_target_ns = kIngressPacedTargetNs;
         spec.aqm_interval_ns = kIngressPacedIntervalNs;
     }
+    return spec;
+}
+
+void shape_container_side(const std::string& device, Direction side, const ClassSpec& given)
+{
+    attach_side(device, side);
+    const ClassSpec spec = container_side_class(device, side, given);
     const Shaper shaper = Shaper::open(device, side);
     if (shaper.config().classes.empty())
         shaper.add_class(spec);

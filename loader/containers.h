@@ -50,6 +50,10 @@ ContainerRecord find_container(const std::string& id, const std::string& ifname)
 // device's egress, its egress the device's ingress.
 Direction device_side(Direction container_direction);
 
+// The class a side gets from `spec`: on the device's receive side, CoDel's paced target and
+// interval when the send side paces its ACKs, unless the class has CoDel off.
+ClassSpec container_side_class(const std::string& device, Direction side, ClassSpec spec);
+
 // Shapes one side of the host-side device with class `spec` (id 1, the default class),
 // attaching the side first: the device's egress paces with sch_fq, or polices where the kernel
 // has none (an egress already attached keeps its mode); its ingress polices, with CoDel's paced
