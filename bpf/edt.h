@@ -94,6 +94,7 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 	__u64 estimate = pkt->now, leaf_departure = pkt->now;
 	struct shaper_class *leaf = NULL;
 	__u64 sparse_leave = 0; /* set: the packet's flow is sparse, and it leaves then */
+	__u32 marks = 0;        /* bit CAUSE_*: that cause CE-marked the packet (stats_marks) */
 	struct shaper_flow *flow = NULL;
 	/* All ones for neighbour discovery: it may pass its horizons by the slack. */
 	const __u64 neighbour = edt_neighbour(skb, pkt->view);
@@ -161,9 +162,11 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 			enum congestion_verdict v = fair_decide(skb, flow, leaf, cost_ns,
 								estimate - pkt->now, pkt->now);
 
-			stats_congestion(leaf_stats, v, CAUSE_FAIR);
-			if (v == CONGESTION_DROP)
+			if (v == CONGESTION_DROP) {
+				stats_drop(leaf_stats, CAUSE_FAIR);
 				return EDT_DROP;
+			}
+			marks |= (__u32)(v == CONGESTION_MARKED) << CAUSE_FAIR;
 		}
 	}
 
@@ -175,9 +178,11 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 		enum congestion_verdict v = ingress ? ingress_decide(skb, pkt->view, class_id, leaf, delay, pkt->now)
 						    : aqm_decide(skb, class_id, leaf, delay, pkt->now);
 
-		stats_congestion(leaf_stats, v, CAUSE_AQM);
-		if (v == CONGESTION_DROP)
+		if (v == CONGESTION_DROP) {
+			stats_drop(leaf_stats, CAUSE_AQM);
 			return EDT_DROP;
+		}
+		marks |= (__u32)(v == CONGESTION_MARKED) << CAUSE_AQM;
 	}
 
 	/* Pass 2: charge every level, each checked against its horizon where its charge starts:
@@ -226,6 +231,7 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 		gcra_refund(class_id, charged, rounded_up, pkt->wire_len, pkt->segs);
 		return EDT_DROP;
 	}
+	stats_marks(leaf_stats, marks);
 	if (sparse_leave) {
 		if (leaf_stats)
 			leaf_stats->sparse++;

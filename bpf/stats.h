@@ -40,16 +40,22 @@ static __always_inline void stats_count(__u32 class_id, __u32 segs, __u64 bytes)
 		stats_add(st, segs, bytes);
 }
 
-/* A mark or a drop, counted by its cause at the class whose counters `st` are. */
-static __always_inline void stats_congestion(struct shaper_class_stats *st,
-					     enum congestion_verdict v, enum congestion_cause cause)
+/* A drop, counted by its cause at the class whose counters `st` are. */
+static __always_inline void stats_drop(struct shaper_class_stats *st, enum congestion_cause cause)
 {
-	if (v == CONGESTION_PASS || !st)
+	if (st)
+		(*(cause == CAUSE_FAIR ? &st->drops_fair : &st->drops_aqm))++;
+}
+
+/* The marks of a packet that is sent (bit `cause` set: that cause marked it). Counted only once
+ * it leaves: a packet marked and then refused at a horizon (another CPU charged the class in
+ * between) is a drop alone, so that every mark counted reached the receiver as CE. */
+static __always_inline void stats_marks(struct shaper_class_stats *st, __u32 marks)
+{
+	if (!st)
 		return;
-	if (cause == CAUSE_FAIR)
-		(*(v == CONGESTION_MARKED ? &st->fair_marks : &st->drops_fair))++;
-	else
-		(*(v == CONGESTION_MARKED ? &st->ecn_marks : &st->drops_aqm))++;
+	st->fair_marks += marks >> CAUSE_FAIR & 1;
+	st->ecn_marks += marks >> CAUSE_AQM & 1;
 }
 
 #endif /* SHAPER_STATS_H */
