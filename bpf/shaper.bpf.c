@@ -14,6 +14,7 @@
 #include "flow.h"
 #include "edt.h"
 #include "stats.h"
+#include "delay.h"
 #include "ingress.h"
 #include "ack_pace.h"
 
@@ -192,6 +193,14 @@ __noinline int gso_segments(__u32 len, __u32 wire_len, __u32 gso_size)
 	return shaper_gso_segs(len, wire_len, 0, gso_size);
 }
 
+/* How long the class holds the packet, in its histogram (delay.h): a global function, so that
+ * the verifier checks it once, not once per path that stamps. */
+__noinline int note_delay(__u32 class_id, __u64 delay_ns)
+{
+	delay_record(class_id, delay_ns);
+	return 0;
+}
+
 SEC("tc")
 int shaper_egress(struct __sk_buff *skb)
 {
@@ -250,6 +259,7 @@ int shaper_egress(struct __sk_buff *skb)
 			if (ack_until > departure)
 				departure = ack_until;
 			stamp(skb, departure);
+			note_delay(class_id, departure - pkt.now); /* never before now: edt.h */
 			if (departure > pkt.now)
 				keep_paced(skb);
 			if (fq_by_hash)

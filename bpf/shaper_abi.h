@@ -46,11 +46,14 @@
 #include <linux/types.h>
 #endif
 
-#define SHAPER_ABI_VERSION 6
+#define SHAPER_ABI_VERSION 7
 
 /* Limits, enforced by the control plane before anything reaches a map. */
 #define SHAPER_DEFAULT_MAX_CLASSES 16384u   /* ids 1..max_classes-1 */
 #define SHAPER_LIMIT_MAX_CLASSES (1u << 20)
+#define SHAPER_DELAY_BUCKETS 16            /* the delay histogram's buckets (bpf/delay.h) */
+#define SHAPER_DELAY_FIRST_SHIFT 14         /* its first bound: 2^14 ns, 16.4 us */
+#define SHAPER_DELAY_DOUBLINGS 11           /* bounds double this often, then quadruple */
 #define SHAPER_MAX_DEPTH 8                  /* levels a packet is charged at: leaf + 7 parents */
 #define SHAPER_RATE_MIN_BPS 8000ull         /* 8 kbit */
 #define SHAPER_RATE_MAX_BPS 400000000000ull /* 400 Gbit */
@@ -367,6 +370,10 @@ struct shaper_class_stats {
 	 * whose top bit says the slice was taken behind another CPU's charge. */
 	__u64 slice_pos;
 	__u64 slice_end;
+	/* How long this CPU's packets of the class (its own, not its descendants') were held:
+	 * departure - now of each stamped packet, summed and counted in buckets (bpf/delay.h). */
+	__u64 delay_sum_ns;
+	__u64 delay_buckets[SHAPER_DELAY_BUCKETS];
 };
 
 #endif /* SHAPER_ABI_H */

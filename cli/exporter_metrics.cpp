@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "core/class_counters.h"
+#include "core/delay_histogram.h"
 #include "core/mode.h"
 
 namespace shaperctl {
@@ -101,6 +102,7 @@ struct Family {
     size_t (*rows)(const Family&, const DeviceSamples&);
     char* (*row)(char* at, const Family&, const DeviceSamples&, size_t i);
     std::vector<const CounterField*> counters = {};
+    const char* (*suffix)(size_t row) = nullptr;  // of a sample's name, after the family's
 };
 
 size_t one(const Family&, const DeviceSamples&)
@@ -157,6 +159,43 @@ char* rule_labels(char* at, const RuleStatus& r)
     return at;
 }
 
+// The delay histogram (core/delay_histogram.h) of each class of a side that holds packets
+// (edt egress; police and the receive side record nothing): its buckets, cumulative, with their
+// bound in seconds as `le`, then _sum and _count.
+constexpr size_t kDelayRows = SHAPER_DELAY_BUCKETS + 2;
+
+size_t per_delay_row(const Family&, const DeviceSamples& d)
+{
+    const bool holds = d.status.mode == SHAPER_MODE_EDT && d.status.device.direction == Direction::Egress;
+    return holds ? d.classes.size() * kDelayRows : 0;
+}
+
+const char* delay_suffix(size_t row)
+{
+    const size_t k = row % kDelayRows;
+    return k < SHAPER_DELAY_BUCKETS ? "_bucket" : k == SHAPER_DELAY_BUCKETS ? "_sum" : "_count";
+}
+
+char* delay_row(char* at, const Family&, const DeviceSamples& d, size_t i)
+{
+    const ClassSample& c = d.classes[i / kDelayRows];
+    const DelayHistogram& h = c.counters.delay;
+    const size_t k = i % kDelayRows;
+    at = class_label(at, c.id);
+    if (k == SHAPER_DELAY_BUCKETS)
+        return decimal_value(at, h.sum_ns, 9);
+    if (k > SHAPER_DELAY_BUCKETS)
+        return value(at, h.count());
+    uint64_t cumulative = 0;
+    for (size_t b = 0; b <= k; b++)
+        cumulative += h.buckets[b];
+    at = put(at, ",le=\"");
+    const std::optional<uint64_t> bound = delay_bound_ns(k);
+    at = bound ? decimal(at, *bound, 9) : put(at, "+Inf");
+    *at++ = '"';
+    return value(at, cumulative);
+}
+
 // The families before the class counters' and after them.
 const Family kBeforeCounters[] = {
     {"shaperctl_device_up", "gauge", "1 when the managed device is present and its maps were read, else 0.", one,
@@ -210,6 +249,9 @@ const Family kBeforeCounters[] = {
 const Family kAfterCounters[] = {
     {"shaperctl_class_backlog_seconds", "gauge", "How far the class clock runs ahead of now (0 when idle).", per_class,
      class_decimal<&ClassSample::backlog_ns, 9>},
+    {"shaperctl_class_delay_seconds", "histogram",
+     "How long the class held each of its own packets (edt): departure stamped less the time it was stamped.",
+     per_delay_row, delay_row, {}, delay_suffix},
     {"shaperctl_rule_hits_total", "counter", "Packets the rule classified.", per_rule,
      [](char* at, const Family&, const DeviceSamples& d, size_t i) {
          const RuleStatus& r = d.status.rules[i];
@@ -261,7 +303,7 @@ struct MetricsWriter::Position {
     size_t slack = 0;                 // room for the longest line
     size_t family = 0, side = 0, row = 0;
     bool headed = false;   // the family's HELP and TYPE are written
-    std::string prefix;    // NAME{LABELS of the family and side
+    std::string prefix;    // {LABELS of the side, after a sample's name
 };
 
 MetricsWriter::MetricsWriter(std::vector<DeviceSamples> devices, std::vector<DownDevice> down)
@@ -302,7 +344,7 @@ bool MetricsWriter::next(std::string& out, size_t size)
             p.side = p.family == 0 ? 0 : p.down.size();
             p.row = 0;
             if (p.side < sides)
-                p.prefix = std::string(f.name) + "{" + p.labels[p.side];
+                p.prefix = "{" + p.labels[p.side];
             continue;
         }
         if (p.side == sides) {
@@ -311,19 +353,23 @@ bool MetricsWriter::next(std::string& out, size_t size)
             continue;
         }
         if (p.side < p.down.size()) {  // only its shaperctl_device_up, 0
-            at = value(put(at, p.prefix), 0);
+            at = value(put(put(at, f.name), p.prefix), 0);
         } else {
             const DeviceSamples& d = p.devices[p.side - p.down.size()];
             const size_t rows = f.rows(f, d);
-            for (; p.row < rows && at < stop; p.row++)
+            for (; p.row < rows && at < stop; p.row++) {
+                at = put(at, f.name);
+                if (f.suffix)
+                    at = put(at, f.suffix(p.row));
                 at = f.row(put(at, p.prefix), f, d, p.row);
+            }
             if (p.row < rows)
                 break;
         }
         p.side++;
         p.row = 0;
         if (p.side < sides)
-            p.prefix = std::string(f.name) + "{" + p.labels[p.side];
+            p.prefix = "{" + p.labels[p.side];
     }
     out.resize(size_t(at - base));
     return p.family < all.size();

@@ -2,12 +2,15 @@
 
 #include "core/class_counters.h"
 #include "core/class_spec.h"
+#include "core/delay_histogram.h"
 #include "loader/egress_hook.h"
 #include "core/mode.h"
 #include "core/rule_spec.h"
 
 namespace shaperctl {
 namespace {
+
+using DelayBuckets = decltype(DelayHistogram::buckets);
 
 nlohmann::ordered_json id_or_null(uint32_t id)
 {
@@ -17,15 +20,17 @@ nlohmann::ordered_json id_or_null(uint32_t id)
 // One class's status fields, in schema order: the single list both the JSON value and the
 // streamed text are made from. Values are numbers, booleans, null, or strings needing no escape.
 struct Scalar {
-    enum Kind { Unsigned, Signed, Bool, Null, Text } kind;
+    enum Kind { Unsigned, Signed, Bool, Null, Text, Counts } kind;
     uint64_t u = 0;
     int64_t i = 0;
     const char* text = nullptr;
+    const DelayBuckets* counts = nullptr;
 };
 Scalar num(uint64_t v) { return {Scalar::Unsigned, v}; }
 Scalar snum(int64_t v) { return {Scalar::Signed, 0, v}; }
 Scalar flag(bool v) { return {Scalar::Bool, v}; }
 Scalar text(const char* v) { return {Scalar::Text, 0, 0, v}; }
+Scalar maybe(std::optional<uint64_t> v) { return v ? num(*v) : Scalar{Scalar::Null}; }
 
 // A configured value as status shows it: a number, null for no parent, a boolean for an on/off
 // switch, else the switch's word.
@@ -62,6 +67,12 @@ void for_each_status_field(const ClassStatus& c, Each&& each)
     }
     each("backlog_ns", snum(c.backlog_ns));
     each("rate_estimate_bps", num(c.rate_estimate_bps));
+    // How long the class held its packets (edt): estimates from its histogram, then the histogram.
+    const DelayHistogram& delay = c.counters.delay;
+    each("delay_p50_ns", maybe(delay_quantile_ns(delay, 0.5)));
+    each("delay_p99_ns", maybe(delay_quantile_ns(delay, 0.99)));
+    each("delay_sum_ns", num(delay.sum_ns));
+    each("delay_buckets", Scalar{Scalar::Counts, 0, 0, nullptr, &delay.buckets});
 }
 
 nlohmann::ordered_json to_json(const Scalar& v)
@@ -72,13 +83,24 @@ nlohmann::ordered_json to_json(const Scalar& v)
     case Scalar::Bool: return v.u != 0;
     case Scalar::Null: return nullptr;
     case Scalar::Text: return v.text;
+    case Scalar::Counts: return *v.counts;
     }
     return nullptr;
 }
 
-void append(TextSink& out, const Scalar& v)
+// A value as dump() writes it; an array in a class object as dump(2) does when `pretty`.
+void append(TextSink& out, const Scalar& v, bool pretty)
 {
     switch (v.kind) {
+    case Scalar::Counts: {
+        const char* separator = pretty ? "[\n        " : "[";
+        for (uint64_t n : *v.counts) {
+            out << separator << n;
+            separator = pretty ? ",\n        " : ",";
+        }
+        out << (pretty ? "\n      ]" : "]");
+        break;
+    }
     case Scalar::Unsigned: out << v.u; break;
     case Scalar::Signed: out << v.i; break;
     case Scalar::Bool: out << (v.u ? "true" : "false"); break;
@@ -120,6 +142,10 @@ nlohmann::ordered_json status_json_without_classes(const DeviceStatus& st)
     j["default_class"] = id_or_null(st.default_class);
     j["max_classes"] = st.max_classes;
     j["sample_ns"] = st.sample_ns;
+    nlohmann::ordered_json bounds = nlohmann::ordered_json::array();
+    for (size_t b = 0; b < SHAPER_DELAY_BUCKETS; b++)
+        bounds.push_back(delay_bound_ns(b) ? nlohmann::ordered_json(*delay_bound_ns(b)) : nlohmann::ordered_json(nullptr));
+    j["delay_bucket_le_ns"] = bounds;
     j["unclassified"] = {{"packets", st.unclassified.packets},
                          {"segments", st.unclassified.segments},
                          {"bytes", st.unclassified.bytes}};
@@ -173,7 +199,7 @@ void StatusJsonWriter::add(const ClassStatus& c)
         const char* separator = "\"";
         for_each_status_field(c, [&](const char* key, const Scalar& value) {
             out_ << separator << key << "\":";
-            append(out_, value);
+            append(out_, value, false);
             separator = ",\"";
         });
         out_ << "}";
@@ -183,7 +209,7 @@ void StatusJsonWriter::add(const ClassStatus& c)
     const char* separator = "\n";
     for_each_status_field(c, [&](const char* key, const Scalar& value) {
         out_ << separator << "      \"" << key << "\": ";
-        append(out_, value);
+        append(out_, value, true);
         separator = ",\n";
     });
     out_ << "\n    }";

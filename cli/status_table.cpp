@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "core/class_spec.h"
+#include "core/delay_histogram.h"
 #include "core/direction.h"
 #include "loader/egress_hook.h"
 #include "core/mode.h"
@@ -39,6 +40,20 @@ std::string class_options(const ClassSpec& c, const ClassSpec& defaults)
     return out.empty() ? "-" : out;
 }
 
+// The delay estimates from the class's histogram, "p50/p99" to two significant digits (the
+// histogram is good to its bucket's width), "-" when it held no packet (police mode holds none).
+std::string delay_summary(const DelayHistogram& delay)
+{
+    const auto rounded = [](uint64_t ns) {
+        uint64_t scale = 1;
+        while (ns >= 100 * scale)
+            scale *= 10;
+        return format_time((ns + scale / 2) / scale * scale);
+    };
+    const std::optional<uint64_t> p50 = delay_quantile_ns(delay, 0.5), p99 = delay_quantile_ns(delay, 0.99);
+    return p50 ? rounded(*p50) + "/" + rounded(*p99) : "-";
+}
+
 }  // namespace
 
 void StatusTableWriter::head(const DeviceStatus& st)
@@ -55,7 +70,7 @@ void StatusTableWriter::head(const DeviceStatus& st)
          << "\n\n";
     defaults_ = class_defaults(st.device.direction);
     classes_.row({"class", "parent", "rate", "burst", "horizon", "packets", "bytes", "drops", "marks", "backlog",
-                  "rate now", "options"});
+                  "delay p50/p99", "rate now", "options"});
     if (!st.rules.empty())
         rules_.row({"pref", "class", "match", "packets", "bytes"});
     for (const RuleStatus& r : st.rules)
@@ -71,7 +86,7 @@ void StatusTableWriter::add(const ClassStatus& c)
                   std::to_string(n.packets), format_size(n.bytes),
                   std::to_string(counter_total(n, CounterKind::Drop)),
                   std::to_string(counter_total(n, CounterKind::Mark)), format_time(uint64_t(c.backlog_ns)),
-                  c.rate_estimate_bps ? format_rate(c.rate_estimate_bps) : "0", class_options(c.spec, defaults_)});
+                  delay_summary(n.delay), c.rate_estimate_bps ? format_rate(c.rate_estimate_bps) : "0", class_options(c.spec, defaults_)});
 }
 
 void StatusTableWriter::end()

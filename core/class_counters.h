@@ -7,12 +7,15 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/delay_histogram.h"
+
 namespace shaperctl {
 
 struct ClassCounters {
     uint64_t packets = 0, segments = 0, bytes = 0, drops_horizon = 0, drops_aqm = 0, ecn_marks = 0, sparse = 0;
     uint64_t fair_marks = 0, drops_fair = 0;
     uint64_t clock_carry = 0;  // 2^-32 ns the clock is ahead of the exact charge (< 2^32 per CPU)
+    DelayHistogram delay;      // the class's own packets (not its descendants'), EDT only
 };
 
 // Drops and marks are also shown summed ("drops", "marks"): what a glance at status wants.

@@ -273,6 +273,9 @@ void for_each_counter(Stats& map, ClassCounters& ours, F fn)
 void add_counters(ClassCounters& sum, const shaper_class_stats& one)
 {
     for_each_counter(one, sum, [](const auto& counter, uint64_t& total) { total += mapped_load(counter); });
+    for (size_t b = 0; b < SHAPER_DELAY_BUCKETS; b++)
+        sum.delay.buckets[b] += mapped_load(one.delay_buckets[b]);
+    sum.delay.sum_ns += mapped_load(one.delay_sum_ns);
 }
 
 ClassClock ShaperMaps::clock(uint32_t id) const
@@ -306,9 +309,13 @@ ClassCounters ShaperMaps::counters(uint32_t id) const
 void ShaperMaps::zero_counters(uint32_t id) const
 {
     ClassCounters unused;
-    for (uint32_t cpu = 0; cpu < cpus_; cpu++)
-        for_each_counter(counter_slots()[uint64_t(cpu) * max_classes_ + id], unused,
-                         [](auto& counter, uint64_t&) { mapped_store(counter, 0); });
+    for (uint32_t cpu = 0; cpu < cpus_; cpu++) {
+        shaper_class_stats& slot = counter_slots()[uint64_t(cpu) * max_classes_ + id];
+        for_each_counter(slot, unused, [](auto& counter, uint64_t&) { mapped_store(counter, 0); });
+        for (auto& bucket : slot.delay_buckets)
+            mapped_store(bucket, 0);
+        mapped_store(slot.delay_sum_ns, 0);
+    }
     clear_slices(id);
 }
 

@@ -302,11 +302,12 @@ TEST_F(Datapath, ClassEntriesAreWholeCacheLines)
 }
 
 // Each CPU counts a class's packets in its own set, entry cpu * max_classes + id of one mmapable
-// array: found by arithmetic (no per-CPU pointer to load first), 96 bytes from a page boundary
-// (what every packet writes, the first 32, on one cache line; no line written by two CPUs).
+// array: found by arithmetic (no per-CPU pointer to load first), 232 bytes from a page boundary
+// (what every packet writes, the first 32, on one cache line; no line written by two CPUs; the
+// delay histogram, bpf/delay.h, after the counters).
 TEST_F(Datapath, EachCpuCountsInItsOwnSet)
 {
-    EXPECT_EQ(sizeof(shaper_class_stats), 96u);
+    EXPECT_EQ(sizeof(shaper_class_stats), 232u);
     EXPECT_EQ(offsetof(shaper_class_stats, clock_carry), 24u);
     set_default_class(7);
     add_class({.id = 7, .rate_bps = 8'000'000});
@@ -315,7 +316,7 @@ TEST_F(Datapath, EachCpuCountsInItsOwnSet)
     uint32_t len = sizeof info;
     ASSERT_EQ(bpf_obj_get_info_by_fd(fd, &info, &len), 0);
     EXPECT_TRUE(info.map_flags & BPF_F_MMAPABLE);
-    EXPECT_EQ(info.value_size, 96u);
+    EXPECT_EQ(info.value_size, sizeof(shaper_class_stats));
     const uint32_t classes = maps_->max_classes();
     const uint32_t possible = uint32_t(libbpf_num_possible_cpus());
     ASSERT_EQ(info.max_entries, classes * possible);
@@ -334,7 +335,7 @@ TEST_F(Datapath, EachCpuCountsInItsOwnSet)
             for (size_t n = 0; n <= i; n++)
                 EXPECT_EQ(run(100, 1).action, -1) << "passed on (TC_ACT_UNSPEC)";
         }).join();
-    const size_t bytes = size_t(info.max_entries) * 96;
+    const size_t bytes = size_t(info.max_entries) * sizeof(shaper_class_stats);
     void* map = mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd, 0);
     ASSERT_NE(map, MAP_FAILED) << strerror(errno);
     const auto* sets = static_cast<const shaper_class_stats*>(map);

@@ -179,14 +179,17 @@ std::map<std::string, std::string> samples(const std::string& text)
         if (line.starts_with("# TYPE ")) {
             const std::string name = line.substr(7, line.find(' ', 7) - 7);
             const std::string type = line.substr(line.rfind(' ') + 1);
-            EXPECT_TRUE(type == "counter" || type == "gauge") << line;
+            EXPECT_TRUE(type == "counter" || type == "gauge" || type == "histogram") << line;
             EXPECT_EQ(type == "counter", name.ends_with("_total")) << "counters end in _total: " << line;
             EXPECT_TRUE(typed.insert(name).second) << "family typed twice: " << line;
             continue;
         }
         const auto space = line.rfind(' ');
         const std::string series = line.substr(0, space);
-        const std::string name = series.substr(0, series.find('{'));
+        std::string name = series.substr(0, series.find('{'));
+        for (const char* suffix : {"_bucket", "_sum", "_count"})  // a histogram's samples
+            if (!typed.count(name) && name.ends_with(suffix))
+                name.resize(name.size() - std::strlen(suffix));
         EXPECT_TRUE(typed.count(name)) << "no TYPE before " << line;
         EXPECT_TRUE(helped.count(name)) << "no HELP before " << line;
         EXPECT_TRUE(name.starts_with("shaperctl_")) << line;
