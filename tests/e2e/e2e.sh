@@ -107,7 +107,67 @@ sleep_until() {
 # klass NS DEV ARGS...: change-class of class 1 (every case reconfigures it).
 klass() { local ns=$1 dev=$2; shift 2; shaperctl -n "$ns" change-class --dev "$dev" --id 1 "$@"; }
 
-WANT="${*:-baseline tcp100k tcp20m tcp200m flows8 flood change burst rules small udp prio7 fwd upgrade}"
+WANT="${*:-baseline tcp100k tcp20m tcp200m flows8 flood delay change burst rules small udp prio7 fwd upgrade}"
+# The class's delay histogram against ping. Class 7 (2 Mbit/s, a 100 ms horizon, no burst) has
+# two children: class 9 takes a UDP stream at four times the rate, so the parent's clock stands
+# near its horizon; class 8 takes only the pings of mark 8, which wait for the parent's clock
+# (up to 100 ms; less where the guest's stream paused and the backlog drained; a ping refused at
+# the horizon is an error to its sender, which sends it again later: no loss). A class's
+# histogram counts its own packets, so class 8's holds exactly the pings' holds; each RTT is
+# that hold plus the path's own (the fastest of 5 pings outside class 8). The histogram's p50
+# and p99 must each lie within the width of the bucket that holds ping's, or within twice the
+# path's own jitter (those 5 pings' median less fastest) where that is wider: a TCG guest's
+# jitter exceeds the narrowest buckets.
+delay_within_bucket() {  # HIST_NS PING_NS BOUNDS_JSON SPREAD_NS: |hist - ping| <= the tolerance
+  local _w
+  _w=$(echo "$3" | jq --argjson p "$2" --argjson s "$4" '[0] + map(. // 1e18) | . as $b
+    | [range(1; length)] | map(select($b[.] >= $p)) | first as $i | [$b[$i] - $b[$i - 1], $s] | max')
+  cond "($1 - $2 <= $_w) && ($2 - $1 <= $_w)"
+}
+case_delay() {
+  local _j _bounds _h50 _h99 _rtts _base _spread _p50 _p99 _n _msg _rate
+  begin "delay histogram of a class whose pings wait for its parent's backlog, against ping's RTTs"
+  _rate=$(command -v udp_rate || true)
+  if [ -z "$_rate" ]; then
+    result SKIP delay-histogram "no udp_rate in the VM (run-e2e.sh ships it from beside shaperctl)"
+    return
+  fi
+  run_ok delay-histogram shaperctl -n snd add-class --dev va0 --id 7 --rate 2mbit --burst 1514b --horizon 100ms &&
+    run_ok delay-histogram shaperctl -n snd add-class --dev va0 --id 8 --parent 7 --rate 2mbit --sparse off &&
+    run_ok delay-histogram shaperctl -n snd add-class --dev va0 --id 9 --parent 7 --rate 10mbit &&
+    run_ok delay-histogram shaperctl -n snd add-rule --dev va0 --class 8 --pref 8 --mark 8 &&
+    run_ok delay-histogram shaperctl -n snd add-rule --dev va0 --class 9 --pref 9 --proto udp --dport 5998 || return
+  _base=$(nsx snd "${PING:-ping}" -n -i 0.1 -c 5 10.0.0.2 2>/dev/null | grep -o 'time=[0-9.]*' | cut -d= -f2 | sort -n)
+  _spread=$(echo "$_base" | awk '{ v[NR] = $1 } END { if (NR) printf "%d", 2 * (v[int((NR + 1) / 2)] - v[1]) * 1e6 }')
+  _base=$(echo "$_base" | head -1)
+  nsx snd "$_rate" send --dst 10.0.0.2 --port 5998 --rate 8000000 --seconds 30 --size 1000 >/dev/null 2>&1 &
+  local _stream=$!
+  sleep 1
+  nsx snd "${PING:-ping}" -n -m 8 -i 0.1 -c 20 -W 1 10.0.0.2 >/tmp/dl-ping.txt 2>&1 || true
+  kill $_stream 2>/dev/null || true
+  wait $_stream 2>/dev/null || true
+  _j=$(status_json snd va0 | jq -c '{b: .delay_bucket_le_ns, c: (.classes[] | select(.id == 8))}')
+  _bounds=$(echo "$_j" | jq -c .b)
+  _h50=$(echo "$_j" | jq '.c.delay_p50_ns // -1')
+  _h99=$(echo "$_j" | jq '.c.delay_p99_ns // -1')
+  _rtts=$(grep -o 'time=[0-9.]*' /tmp/dl-ping.txt | cut -d= -f2 | sort -n)
+  _n=$(echo "$_rtts" | grep -c . || true)
+  _p50=$(echo "$_rtts" | awk -v b="${_base:-0}" '{ v[NR] = ($1 - b) * 1e6 } END { if (NR) printf "%d", v[int((NR + 1) / 2)] }')
+  _p99=$(echo "$_rtts" | awk -v b="${_base:-0}" '{ v[NR] = ($1 - b) * 1e6 } END { if (NR) printf "%d", v[int(NR * 0.99 + 0.5)] }')
+  note "class 8: $(echo "$_j" | jq -c '.c | {packets, drops, delay_buckets}'); ping RTTs (ms): $(echo $_rtts); $(tail -2 /tmp/dl-ping.txt | head -1)"
+  _msg="class 8's histogram p50 $_h50 ns, p99 $_h99 ns; its pings less the path's ${_base:-?} ms (jitter tolerance ${_spread:-?} ns): p50 ${_p50:-?} ns, p99 ${_p99:-?} ns of $_n replies"
+  if [ "$_n" -ge 5 ] && [ "$_h50" -ge 0 ] && delay_within_bucket "$_h50" "$_p50" "$_bounds" "${_spread:-0}" &&
+      delay_within_bucket "$_h99" "$_p99" "$_bounds" "${_spread:-0}"; then
+    result PASS delay-histogram "$_msg"
+  else
+    result FAIL delay-histogram "$_msg (bound: each within the width of ping's bucket, or twice the path's jitter)"
+  fi
+  shaperctl -n snd del-rule --dev va0 --pref 8 >/dev/null
+  shaperctl -n snd del-rule --dev va0 --pref 9 >/dev/null
+  wait_drained snd va0 7 >/dev/null 2>&1 || sleep 1
+  for c in 8 9 7; do shaperctl -n snd del-class --dev va0 --id $c >/dev/null || true; done
+}
+
 want() { case " $WANT " in *" $1 "*) return 0 ;; esac; return 1; }
 
 # --- setup ------------------------------------------------------------------
@@ -1129,6 +1189,7 @@ if [ "$ATTACH_OK" = 1 ]; then
   want tcp200m && case_tcp200m
   want flows8 && case_flows8
   want flood && case_flood
+  want delay && case_delay
   want change && case_change
   want burst && case_burst
   want rules && case_rules

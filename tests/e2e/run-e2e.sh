@@ -11,7 +11,7 @@
 #   --suite   the kernel: bookworm (6.1, default), trixie, trixie-backports, bullseye (run.sh)
 #   --refusal run refusal.sh instead: attach and doctor refuse in one line (a kernel too old)
 #   --verbose also show each case's details (they always go to the log)
-#   CASE      baseline tcp100k tcp20m tcp200m flows8 flood change burst rules small udp prio7
+#   CASE      baseline tcp100k tcp20m tcp200m flows8 flood delay change burst rules small udp prio7
 #             fwd upgrade (default all; attach and detach checks always run). The prio7 case
 #             sends with udp_rate, taken from beside PATH (CMake builds it there).
 # Lines: PASS/FAIL NAME: measured (expected, bound); XFAIL = a known product bug reproduced
