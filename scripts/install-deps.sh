@@ -20,6 +20,7 @@ packages=(
   gnuplot-nox jq python3-jsonschema python3-yaml
   stress-ng  # scripts/test.sh --busy: one core kept busy, as on a loaded machine
   containernetworking-plugins  # bench/cni.sh: the reference bridge + host-local + bandwidth plugins
+  podman containerd crun  # tests/cni/runtime-test.sh: real runtimes starting containers through shaperctl-cni
 )
 
 
