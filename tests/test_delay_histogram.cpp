@@ -94,21 +94,30 @@ TEST_F(Datapath, PoliceModeHoldsNothingAndRecordsNoDelay)
     EXPECT_EQ(maps_->counters(1).delay.count(), 0u);
 }
 
+// An edt side "eth0" with class 3 of the given histogram.
+DeviceStatus edt_side_with(const DelayHistogram& delay)
+{
+    DeviceStatus st;
+    st.device.name = "eth0";
+    st.mode = SHAPER_MODE_EDT;
+    ClassStatus c;
+    c.spec.id = 3;
+    c.spec.rate_bps = 1'000'000;
+    c.counters.delay = delay;
+    st.classes.push_back(c);
+    return st;
+}
+
 // The text of an edt side's class: buckets cumulative with `le` in seconds, +Inf last, then
 // _sum in seconds and _count; a police side's classes write no histogram rows.
 TEST(DelayHistogram, ExporterWritesAPrometheusHistogramPerClassOfAnEdtSide)
 {
-    DeviceStatus edt;
-    edt.device.name = "eth0";
-    edt.mode = SHAPER_MODE_EDT;
-    ClassStatus c;
-    c.spec.id = 3;
-    c.spec.rate_bps = 1'000'000;
-    c.counters.delay.buckets[0] = 2;
-    c.counters.delay.buckets[4] = 3;
-    c.counters.delay.buckets[SHAPER_DELAY_BUCKETS - 1] = 1;
-    c.counters.delay.sum_ns = 3'000'000'123;
-    edt.classes.push_back(c);
+    DelayHistogram h;
+    h.buckets[0] = 2;
+    h.buckets[4] = 3;
+    h.buckets[SHAPER_DELAY_BUCKETS - 1] = 1;
+    h.sum_ns = 3'000'000'123;
+    const DeviceStatus edt = edt_side_with(h);
     DeviceStatus police = edt;
     police.device.name = "eth1";
     police.mode = SHAPER_MODE_POLICE;
@@ -133,14 +142,10 @@ TEST(DelayHistogram, ExporterWritesAPrometheusHistogramPerClassOfAnEdtSide)
 
 TEST(DelayHistogram, StatusShowsTheBucketsTheirBoundsAndTheEstimates)
 {
-    DeviceStatus st;
-    st.device.name = "eth0";
-    st.mode = SHAPER_MODE_EDT;
-    ClassStatus c;
-    c.spec.id = 3;
-    c.counters.delay.buckets[4] = 4;
-    c.counters.delay.sum_ns = 800'000;
-    st.classes.push_back(c);
+    DelayHistogram h;
+    h.buckets[4] = 4;
+    h.sum_ns = 800'000;
+    const DeviceStatus st = edt_side_with(h);
     const nlohmann::ordered_json j = status_json(st);
     ASSERT_EQ(j["delay_bucket_le_ns"].size(), SHAPER_DELAY_BUCKETS);
     EXPECT_EQ(j["delay_bucket_le_ns"][0], 16'384u);
@@ -148,8 +153,8 @@ TEST(DelayHistogram, StatusShowsTheBucketsTheirBoundsAndTheEstimates)
     const auto& k = j["classes"][0];
     EXPECT_EQ(k["delay_buckets"][4], 4u);
     EXPECT_EQ(k["delay_sum_ns"], 800'000u);
-    EXPECT_EQ(k["delay_p50_ns"], *delay_quantile_ns(c.counters.delay, 0.5));
-    EXPECT_EQ(k["delay_p99_ns"], *delay_quantile_ns(c.counters.delay, 0.99));
+    EXPECT_EQ(k["delay_p50_ns"], *delay_quantile_ns(h, 0.5));
+    EXPECT_EQ(k["delay_p99_ns"], *delay_quantile_ns(h, 0.99));
     EXPECT_EQ(status_json_text(st), j.dump(2)) << "the streamed text is the value's";
 }
 
