@@ -8,9 +8,9 @@
 #     downloader's on its host veth's egress, the server's on its ingress), which count it and
 #     never admit more than rate x (time + horizon) + burst (the datapath's bound);
 #   - removing them leaves no class, rule, pin or record;
-#   - 50 containers started at once, then removed at once, twice: every start and removal
-#     succeeds, each container has its record and both sides shaped, nothing is left after;
-#     every ADD, DEL and CHECK the runtime made was answered by the CNI contract (exit 0 with a
+#   - (podman) 50 containers started at once, then removed at once, twice: every start and
+#     removal succeeds, each container has its record and both sides shaped, nothing is left;
+#   - every ADD, DEL and CHECK the runtime made was answered by the CNI contract (exit 0 with a
 #     result, or an error object with a code and a message on stdout).
 # Everything runs in a throw-away network namespace standing for the host (podman and ctr are
 # entered into it with nsenter, which keeps the host's /sys and its bpffs), with the runtimes'
@@ -141,6 +141,9 @@ runtime_cases() {  # RUNTIME
   msg=$(left_behind)
   check "$rt-removed" "after removal: $msg" 'left_behind >/dev/null'
 
+  # 50 at once, twice: podman's (ctr adds nothing to what the plugin's lock must take, and its
+  # foreground processes double the run's time).
+  [ "$rt" = podman ] || { msg=$(calls_by_contract); check "$rt-contract" "$msg" 'calls_by_contract >/dev/null'; return; }
   for round in 1 2; do
     ok=0 pids=()
     for i in $(seq 1 $N); do run_one "$rt-$round-$i" sleep 600 & pids+=($!); done
