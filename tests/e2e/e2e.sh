@@ -140,13 +140,14 @@ case_delay() {
   _base=$(nsx snd "${PING:-ping}" -n -i 0.1 -c 5 10.0.0.2 2>/dev/null | grep -o 'time=[0-9.]*' | cut -d= -f2 | sort -n)
   _spread=$(echo "$_base" | awk '{ v[NR] = $1 } END { if (NR) printf "%d", 2 * (v[int((NR + 1) / 2)] - v[1]) * 1e6 }')
   _base=$(echo "$_base" | head -1)
-  # Not through nsx: $! must be the sender itself (ip execs it), which is stopped after the pings.
   ip netns exec snd "$_rate" send --dst 10.0.0.2 --port 5998 --rate 8000000 --seconds 15 --size 1000 >/dev/null 2>&1 &
   local _stream=$!
   sleep 1
   nsx snd "${PING:-ping}" -n -m 8 -i 0.1 -c 20 -W 1 10.0.0.2 >/tmp/dl-ping.txt 2>&1 || true
-  kill $_stream 2>/dev/null || true
+  # By its command line: `ip netns exec` may run the sender as its child, which $! is not.
+  kill $(ps -o pid,args | awk '/[u]dp_rate send .*--port 5998/ { print $1 }') $_stream 2>/dev/null || true
   wait $_stream 2>/dev/null || true
+  note "senders left: $(ps -o pid,args | grep -c '[u]dp_rate send')"
   _j=$(status_json snd va0 | jq -c '{b: .delay_bucket_le_ns, c: (.classes[] | select(.id == 8))}')
   _bounds=$(echo "$_j" | jq -c .b)
   _h50=$(echo "$_j" | jq '.c.delay_p50_ns // -1')
