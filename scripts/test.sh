@@ -2,17 +2,18 @@
 # The whole test suite, from a fresh machine: dependencies, build, then every test through
 # CTest. Without arguments (CI): the tests in the stock-kernel VM (ctest -L vm: the host test
 # binary again on Debian's 6.1, end-to-end pacing, the CNI plugin, the kernel matrix) and the
-# Debian package's (ctest -L release: lintian, installed and purged in a container), then the
-# host tests (BPF_PROG_TEST_RUN, netns + veth integration, units) under ASan + UBSan
-# (build-asan/, scripts/sanitize.sh) while the fuzzers fuzz 12 s each (build-fuzz/). Needs root.
+# Debian package's (ctest -L release: lintian, installed and purged in a container, the CNI
+# plugin under podman and containerd), then the host tests (BPF_PROG_TEST_RUN, netns + veth
+# integration, units) under ASan + UBSan (build-asan/, scripts/sanitize.sh) and the fuzzers,
+# 12 s each (build-fuzz/). Needs root.
 # At the end (pass or fail) a table of each stage's time.
 #
 #   scripts/test.sh [--busy]          the whole suite; --busy keeps one core busy throughout
 #                                     (stress-ng --cpu 1), as a loaded CI machine would
 #   scripts/test.sh [--busy] ARGS...  one ctest of build/ with ARGS, e.g. -R Datapath, -LE vm
 #
-# Two tests at a time (ctest -j2): two guests side by side, each on a core; then vm_e2e beside
-# the fuzz and sanitizer builds (nice 19), then the host tests beside the fuzzers.
+# Two tests at a time (ctest -j2): two guests side by side, each on a core; then the fuzz and
+# sanitizer builds; then vm_e2e beside the host tests and the fuzzers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "$(id -u)" -ne 0 ]; then
@@ -58,25 +59,22 @@ if [ $# -gt 0 ]; then
 fi
 stage "guests and the package (ctest -L 'vm|release' but vm_e2e)"
 ctest --test-dir build -j2 -L 'vm|release' -E '^vm_e2e$' --output-on-failure --timeout 900
-# vm_e2e (about one core) beside the two other builds at the lowest priority: its rate cases are
-# judged from the datapath's own samples (tests/e2e/judge.sh), which a busy host cannot fake.
-# Fuzzers: a clang + libFuzzer build of fuzz/ alone; each target fuzzes 12 s from its corpus,
-# beside the sanitizer stage's tests (its output after theirs). Sanitizers: everything built with
-# -fsanitize=address,undefined, the host tests (ctest -LE vm); any sanitizer report fails the run.
-stage "vm_e2e beside the fuzz and sanitizer builds"
+# The fuzz and sanitizer builds alone, with the whole machine. Fuzzers: a clang + libFuzzer
+# build of fuzz/ alone. Sanitizers: everything built with -fsanitize=address,undefined.
+stage "fuzz and sanitizer builds (build-fuzz/, build-asan/)"
+bash scripts/fuzz.sh --build-only
+bash scripts/sanitize.sh --build-only
+# vm_e2e (about one core) beside the host tests under the sanitizers (ctest -LE vm of
+# build-asan/; any sanitizer report fails the run) and then the fuzzers (12 s each from their
+# corpus), about one core. vm_e2e's rate cases are judged from the datapath's own samples
+# (tests/e2e/judge.sh), which a busy host cannot fake.
+stage "vm_e2e beside the host tests (ASan + UBSan), then the fuzzers"
 ctest --test-dir build -R '^vm_e2e$' --output-on-failure --timeout 900 >build/vm-e2e.log 2>&1 &
 e2e=$!
 rc=0
-nice -n 19 bash scripts/fuzz.sh --build-only || rc=$?
-[ $rc != 0 ] || nice -n 19 bash scripts/sanitize.sh --build-only || rc=$?
+bash scripts/sanitize.sh || rc=$?
+ctest --test-dir build-fuzz --output-on-failure || rc=1
 wait "$e2e" || rc=1
 cat build/vm-e2e.log
-[ $rc = 0 ] || exit $rc
-stage "host tests (ASan + UBSan) + fuzzers"
-ctest --test-dir build-fuzz --output-on-failure >build/fuzz-tests.log 2>&1 &
-fuzz=$!
-bash scripts/sanitize.sh || rc=$?
-wait "$fuzz" || rc=1
-cat build/fuzz-tests.log
 [ $rc = 0 ] || exit $rc
 echo "test: everything passed"
