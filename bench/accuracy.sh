@@ -4,7 +4,7 @@
 #   1. one TCP flow (GSO/TSO on) at 100 kbit (15 s; again, 12 s, with tcp_tso_rtt_log=0),
 #      2 Mbit (10 s), 20 and 200 Mbit (5 s);
 #   2. 8 bulk TCP flows in 20 Mbit + a ping every 50 ms (RTT p50/p99, Jain's index);
-#   3. the same with 64 bulk TCP flows;
+#   3. the same with 64 bulk TCP flows; both also at 2 and 200 Mbit (flows8-2m, flows64-200m, ...);
 #   4. 8 bulk TCP flows + a UDP flood at 100 Mbit (5x the rate, 1400-byte datagrams) in 20 Mbit
 #      + the ping: TCP and UDP goodput, their total against the expected;
 #   5. 100-byte UDP datagrams offered at 8 Mbit/s of payload into a 4 Mbit class.
@@ -12,6 +12,12 @@
 # TCP retransmissions, the exact commands. No assertions: some shapers fail some scenarios.
 #
 #   sudo bench/accuracy.sh [--bin build/cli/shaperctl] [--out DIR] [--only "tcp20m flows8 ..."]
+#                          [--ecn debian|on] [--shapers "shaperctl htb ..."]
+#
+# --ecn: the TCP ends' net.ipv4.tcp_ecn: debian (the default: 2, ECN answered, never asked for,
+# as Debian and most Internet clients leave it) or on (1 at both ends: CoDel and fair shares
+# mark instead of dropping; a bench condition, named in the results). --shapers: only these of
+# shaperctl shaperctl-codel htb htb-fqcodel tbf fq.
 #
 # Writes DIR/accuracy.json, DIR/accuracy.md (also printed) and DIR/accuracy.png (gnuplot on the
 # host); DIR defaults to bench/results. Scenario names for --only: tcp100k tcp100k0 tcp2m
@@ -21,22 +27,30 @@
 # TCG); everything it creates lives and dies in the VM.
 set -u
 
-ALL_SCENARIOS="tcp100k tcp100k0 tcp2m tcp20m tcp200m flows8 flows64 udpflood udp"
+ALL_SCENARIOS="tcp100k tcp100k0 tcp2m tcp20m tcp200m flows8 flows64 udpflood udp flows8-2m flows8-200m flows64-2m flows64-200m"
 
 # ================================= on the host ==========================================
 
 if [ -z "${SHAPERCTL_VM:-}" ]; then
   here="$(cd "$(dirname "$0")" && pwd)"
   repo="$(cd "$here/.." && pwd)"
-  bin="$repo/build/cli/shaperctl" out="$here/results" only="" report=0
+  bin="$repo/build/cli/shaperctl" out="$here/results" only="" report=0 ecn=debian shapers=""
   while [ $# -gt 0 ]; do
     case "$1" in
       --bin) bin="$2"; shift 2 ;;
       --out) out="$2"; shift 2 ;;
       --only) only="$2"; shift 2 ;;
       --report) report=1; shift ;;
+      --ecn) ecn="$2"; shift 2 ;;
+      --shapers) shapers="$2"; shift 2 ;;
       -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-      *) echo "usage: $0 [--bin PATH] [--out DIR] [--only \"SCENARIO...\"]" >&2; exit 2 ;;
+      *) echo "usage: $0 [--bin PATH] [--out DIR] [--only \"SCENARIO...\"] [--ecn debian|on] [--shapers \"SHAPER...\"]" >&2; exit 2 ;;
+    esac
+  done
+  case "$ecn" in debian|on) ;; *) echo "accuracy: --ecn takes debian or on, not $ecn" >&2; exit 2 ;; esac
+  for s in $shapers; do
+    case " shaperctl shaperctl-codel htb htb-fqcodel tbf fq " in
+      *" $s "*) ;; *) echo "accuracy: unknown shaper $s" >&2; exit 2 ;;
     esac
   done
   for s in $only; do
@@ -58,7 +72,8 @@ if [ -z "${SHAPERCTL_VM:-}" ]; then
     # Rows come back as "@@ACC {json}" lines; everything else is progress, shown as it comes.
     # shellcheck disable=SC2086
     "$repo/vm/run.sh" --timeout 1200 --bin "$tmp/bin/shaperctl" \
-      --file "$here/tcp-rows.sh:/usr/local/share/shaperctl-bench/tcp-rows.sh" "$0" $only \
+      --file "$here/tcp-rows.sh:/usr/local/share/shaperctl-bench/tcp-rows.sh" "$0" \
+      "ecn:$ecn" ${shapers:+"shapers:$shapers"} $only \
       2>&1 | tee "$tmp/console.txt" | grep --line-buffered -v '^@@ACC '
     rc=$(sed -n 's/^run.sh: scenario .* exited \([0-9]*\).*/\1/p' "$tmp/console.txt")
     grep '^@@ACC ' "$tmp/console.txt" | sed 's/^@@ACC //' >"$tmp/rows.jsonl"
@@ -72,8 +87,10 @@ if [ -z "${SHAPERCTL_VM:-}" ]; then
     dirty=$(git -C "$repo" status --porcelain -- bpf loader cli 2>/dev/null | wc -l)
     jq -s --argjson secs "$secs" --arg load0 "$load0" --arg load1 "$load1" --arg commit "$commit" \
        --argjson dirty "$dirty" --arg host "$(uname -r)" --arg date "$(date -u +%FT%TZ)" \
-       --argjson meta "${meta:-null}" --arg status "${rc:-none}" --arg only "$only" '
-      { bench: "accuracy", date: $date, commit: $commit, only: (if $only == "" then null else $only end), uncommitted_files_in_bpf_loader_cli: $dirty,
+       --argjson meta "${meta:-null}" --arg status "${rc:-none}" --arg only "$only" \
+       --arg ecn "$ecn" --arg shapers "$shapers" '
+      { bench: "accuracy", date: $date, commit: $commit, only: (if $only == "" then null else $only end),
+        ecn: $ecn, shapers: (if $shapers == "" then null else $shapers end), uncommitted_files_in_bpf_loader_cli: $dirty,
         host_kernel: $host, host_load_before: $load0, host_load_after: $load1,
         vm: ($meta.meta // null), vm_status: $status, wall_seconds: $secs,
         method: {
@@ -109,7 +126,7 @@ if [ -z "${SHAPERCTL_VM:-}" ]; then
     (.rows[] | "| \(.scenario) | \(.shaper) | \(.rate) | \(.expected_bps | rate) | \(.measured_bps | rate)" +
       " | \(.error_pct | pct)\(if .expected_own_bps != null and .expected_own_bps != .expected_bps then " (own \(.error_own_pct | pct))" else "" end)" +
       " | \(if .ping == null then "–" else "\(.ping.p50_ms | ms) / \(.ping.p99_ms | ms)\(if .ping.lost > 0 then " (\(.ping.lost) of 120 lost)" else "" end)" end)" +
-      " | \(if .jain == null then "–" else (.jain | fix(4)) end) | \(.drops // "–") | \(.marks // "–") | \(.retransmits // "–")" +
+      " | \(if .jain == null then "–" else (.jain | fix(4)) end) | \(.drops // "–") | \(.marks // "–") | \(.retransmits // "–")\(if .retransmit_pct != null then " (\(.retransmit_pct | fix(2)) %)" else "" end)" +
       " | \([(.note // empty),
              (if .split != null then "TCP \(.split.tcp_bps | rate) + UDP \(.split.udp_bps | rate)" else empty end),
              (if .udp != null then "\(if .split != null then "UDP " else "" end)sent \(.udp.packets), lost \(.udp.lost)" else empty end),
@@ -123,7 +140,7 @@ if [ -z "${SHAPERCTL_VM:-}" ]; then
   {
     echo "# shaperctl vs HTB, TBF, FQ maxrate: accuracy and latency"
     echo
-    jq -r '"Run \(.date), commit \(.commit) (+\(.uncommitted_files_in_bpf_loader_cli) uncommitted files in bpf/ loader/ cli/), guest kernel \(.vm.kernel // "?") under qemu TCG (2 vCPUs), host load \(.host_load_before) → \(.host_load_after), \(.wall_seconds) s wall. Command: `sudo bench/accuracy.sh\(if .only then " --only \"\(.only)\"" else "" end)`."' "$out/accuracy.json"
+    jq -r '"Run \(.date), commit \(.commit) (+\(.uncommitted_files_in_bpf_loader_cli) uncommitted files in bpf/ loader/ cli/), guest kernel \(.vm.kernel // "?") under qemu TCG (2 vCPUs), host load \(.host_load_before) → \(.host_load_after), \(.wall_seconds) s wall. Command: `sudo bench/accuracy.sh\(if .only then " --only \"\(.only)\"" else "" end)\(if (.ecn // "on") != "debian" then " --ecn \(.ecn // "on")" else "" end)\(if .shapers then " --shapers \"\(.shapers)\"" else "" end)`. TCP ends: \(.vm.ecn // "?")\(if (.ecn // "on") == "on" then " (ECN asked for: a bench condition, not Debian'"'"'s default)" else " (Debian'"'"'s default: no ECN asked for)" end)."' "$out/accuracy.json"
     echo
     cat "$tmp/table.md"
     echo
@@ -222,23 +239,38 @@ fi
 
 . /usr/local/share/shaperctl-vm/lib.sh
 . /usr/local/share/shaperctl-bench/tcp-rows.sh   # cmd
+# Arguments: ecn:debian|on, shapers:"LIST" (the host's --ecn, --shapers), then scenarios.
+ECN=debian SHAPERS_WANTED=""
+case "${1:-}" in ecn:*) ECN=${1#ecn:}; shift ;; esac
+case "${1:-}" in shapers:*) SHAPERS_WANTED=${1#shapers:}; shift ;; esac
 SCENARIOS="${*:-$ALL_SCENARIOS}"
 want() { case " $SCENARIOS " in *" $1 "*) return 0 ;; esac; return 1; }
+# only SHAPER...: those of them --shapers asked for (all without it).
+only() {
+  local _s
+  for _s in "$@"; do
+    [ -z "$SHAPERS_WANTED" ] || case " $SHAPERS_WANTED " in *" $_s "*) ;; *) continue ;; esac
+    echo "$_s"
+  done
+}
 PORT=5300
 T_ALL=$(uptime_s)
 
 new_ns s && new_ns r && veth_pair s va 10.9.0.1/24 r vb 10.9.0.2/24 ||
   { echo "accuracy: could not build the namespaces" >&2; exit 1; }
-# Both ends ask for ECN (the receiver's client opens the connections), so fq_codel and CoDel
-# mark instead of dropping; no cached ssthresh/cwnd from one run to the next. Everything else
-# is the stock kernel's default (tcp_tso_rtt_log 9, cubic, TSQ).
-nsx s sysctl -qw net.ipv4.tcp_ecn=1 net.ipv4.tcp_no_metrics_save=1
-nsx r sysctl -qw net.ipv4.tcp_ecn=1 net.ipv4.tcp_no_metrics_save=1
-echo "@@ACC $(jq -n -c --arg k "$(uname -r)" --arg cpus "$(nproc)" \
+# --ecn debian: tcp_ecn=2 at both ends (ECN answered, never asked for: no packet is
+# ECN-capable). --ecn on: both ends ask (the receiver's client opens the connections), so
+# fq_codel and CoDel mark instead of dropping. No cached ssthresh/cwnd from one run to the next.
+# Everything else is the stock kernel's default (tcp_tso_rtt_log 9, cubic, TSQ).
+ecn_sysctl=2
+[ "$ECN" = on ] && ecn_sysctl=1
+nsx s sysctl -qw net.ipv4.tcp_ecn=$ecn_sysctl net.ipv4.tcp_no_metrics_save=1
+nsx r sysctl -qw net.ipv4.tcp_ecn=$ecn_sysctl net.ipv4.tcp_no_metrics_save=1
+echo "@@ACC $(jq -n -c --arg k "$(uname -r)" --arg cpus "$(nproc)" --arg e "$ecn_sysctl" \
   --arg sys "$(nsx s sysctl -n net.ipv4.tcp_tso_rtt_log net.ipv4.tcp_congestion_control net.ipv4.tcp_limit_output_bytes | tr '\n' ' ')" \
   --arg gso "$(nsx s "$ETHTOOL" -k va | grep -E '^(tcp-segmentation-offload|generic-segmentation-offload):' | tr '\n' ' ')" \
   --arg iperf "$("$IPERF3" --version | head -n1)" --arg tcv "$(tc -V)" \
-  '{meta: {kernel: $k, cpus: $cpus, "sender_sysctl tso_rtt_log cc limit_output_bytes": $sys, offloads: $gso, iperf3: $iperf, tc: $tcv, ecn: "tcp_ecn=1 in s and r"}}')"
+  '{meta: {kernel: $k, cpus: $cpus, "sender_sysctl tso_rtt_log cc limit_output_bytes": $sys, offloads: $gso, iperf3: $iperf, tc: $tcv, ecn: "tcp_ecn=\($e) in s and r"}}')"
 
 TRAFFIC_PRE=""
 
@@ -435,6 +467,8 @@ measure() {
         error_own_pct: (if $own == null or $good == null then null else ($good / $own - 1) * 100 end),
         ping: $ping, jain: $jain, drops: $c.drops, marks: $c.marks, counters: $c.detail,
         retransmits: ($j.end.sum_sent.retransmits // null),
+        retransmit_pct: (($j.end.sum_sent // {}) as $s | if $s.retransmits == null or ($s.bytes // 0) == 0
+                         then null else $s.retransmits / ($s.bytes / 1448) * 100 end),
         udp: (first(($j, $u) | select(.end.sum.lost_packets != null)
                     | {packets: .end.sum.packets, lost: .end.sum.lost_packets}) // null),
         split: (if $split == null then null
@@ -463,7 +497,7 @@ row() {
   echo "$_line" | jq -r '"  \(.scenario) \(.shaper): \(if .measured_bps == null then "no result" else "\(.measured_bps / 1e6 * 1000 | round / 1000) Mbit/s" end)\(if .error_pct != null then " (\(.error_pct * 10 | round / 10) %)" else "" end)\(if .ping != null then ", ping p50 \(.ping.p50_ms) p99 \(.ping.p99_ms) ms" else "" end), drops \(.drops), \(.wall_seconds * 10 | round / 10) s\(if .failed then "  [\(.failed)]" else "" end)"' 2>/dev/null
 }
 
-SHAPERS="shaperctl htb htb-fqcodel tbf fq"
+SHAPERS=$(only shaperctl htb htb-fqcodel tbf fq)
 # Measured goodput: the least-squares slope of the receiver's cumulative bytes (iperf3
 # intervals of 0.1 s; the first SKIP seconds and the last interval left out). A shaper that
 # releases whole GSO packets (64 KB: 5.2 s of a 100 kbit class, 0.26 s at 2 Mbit) delivers in
@@ -519,29 +553,40 @@ if want tcp200m; then
 fi
 
 # bulk SCENARIO KIND SECONDS SKIP FLOWS SHAPER...: FLOWS bulk TCP flows (KIND bulk or flood, see
-# traffic) in 20 Mbit through each SHAPER. FQ's maxrate is per flow.
+# traffic) in BULK_RATE (20mbit unless set) through each SHAPER. FQ's maxrate is per flow.
+BULK_RATE=20mbit
 bulk() {
-  local _sc=$1 _kind=$2 _t=$3 _skip=$4 _n=$5 _sh _exp _own _fqown _flows=$5
+  local _sc=$1 _kind=$2 _t=$3 _skip=$4 _n=$5 _sh _exp _own _fqown _flows=$5 _r
   shift 5
-  _exp=$(calc "20e6 * $tcp_frac") _fqown=$(calc "20e6 * $_n * $tcp_own")
+  _r=$(rate_bps "$BULK_RATE")
+  _exp=$(calc "$_r * $tcp_frac") _fqown=$(calc "$_r * $_n * $tcp_own")
   if [ "$_kind" = flood ]; then
-    _exp=null _fqown=$(calc "$_fqown + 20e6 * $flood_own") _flows="$_n TCP + 1 UDP"
+    _exp=null _fqown=$(calc "$_fqown + $_r * $flood_own") _flows="$_n TCP + 1 UDP"
   fi
   for _sh in "$@"; do
     NOTE="" _own=null
-    if [ "$_sh" = fq ]; then NOTE="maxrate is per flow: $_flows flows × 20 Mbit" _own=$_fqown; fi
-    row "$_sc" "$_sh" 20mbit "$_kind" "$_t" "$_skip" "$_exp" "$_own" -P "$_n" -i 0.1
+    if [ "$_sh" = fq ]; then NOTE="maxrate is per flow: $_flows flows × $BULK_RATE" _own=$_fqown; fi
+    row "$_sc" "$_sh" "$BULK_RATE" "$_kind" "$_t" "$_skip" "$_exp" "$_own" -P "$_n" -i 0.1
   done
   NOTE=""
 }
 if want flows8; then
   echo "== 8flows-20mbit: 8 bulk TCP flows + ping every 50 ms, 9 s (ping from 2 s to 8 s)"
-  bulk 8flows-20mbit bulk 9 1 8 shaperctl shaperctl-codel htb htb-fqcodel tbf fq
+  bulk 8flows-20mbit bulk 9 1 8 $(only shaperctl shaperctl-codel htb htb-fqcodel tbf fq)
 fi
 if want flows64; then
   echo "== 64flows-20mbit: 64 bulk TCP flows + ping every 50 ms, 10 s (ping from 3 s to 9 s)"
   bulk 64flows-20mbit bulk 10 2 64 $SHAPERS
 fi
+# The same flows at 2 and 200 Mbit: slow classes give each of 64 flows a few packets a second
+# (longer runs), fast ones ask what the VM can move (tcp-200mbit's unshaped row says).
+BULK_RATE=2mbit
+want flows8-2m && echo "== 8flows-2mbit, 15 s" && bulk 8flows-2mbit bulk 15 3 8 $SHAPERS
+want flows64-2m && echo "== 64flows-2mbit, 20 s" && bulk 64flows-2mbit bulk 20 5 64 $SHAPERS
+BULK_RATE=200mbit
+want flows8-200m && echo "== 8flows-200mbit, 9 s" && bulk 8flows-200mbit bulk 9 1 8 $SHAPERS
+want flows64-200m && echo "== 64flows-200mbit, 10 s" && bulk 64flows-200mbit bulk 10 2 64 $SHAPERS
+BULK_RATE=20mbit
 if want udpflood; then
   echo "== udpflood-20mbit: 8 bulk TCP flows + UDP flood at 100 Mbit + ping every 50 ms, 9 s (ping from 2 s to 8 s)"
   bulk udpflood-20mbit flood 9 1 8 $SHAPERS
@@ -549,7 +594,7 @@ fi
 
 if want udp; then
   echo "== udp100B-4mbit: 100-byte UDP datagrams offered at 8 Mbit/s of payload into 4 Mbit, 5 s"
-  for sh in $SHAPERS shaperctl-h20; do
+  for sh in $SHAPERS $(only shaperctl-h20); do
     own=null
     [ "$sh" = fq ] && own=$(calc "4e6 * 100 / 142")
     row udp100B-4mbit "$sh" 4mbit udp 5 0.5 "$(calc "4e6 * 100 / 166")" "$own" -u -l 100 -b 8M -i 0.1
