@@ -18,18 +18,22 @@
  *    mille of the share) plus a frame, the flow is above its share;
  *  - a local TCP socket's flow above its share is held to it, and nothing is lost: each of its
  *    packets leaves no earlier than its previous one plus its cost times the flows the share
- *    was measured among, i.e. at its share of the class rate, never before its class slot and
- *    at most SHAPER_FAIR_HOLD_MAX_NS (50 ms) after it. Its socket cannot queue more than TCP
- *    small queues allow until a packet leaves, so holding the packets holds the sender. Past
- *    the horizon such a packet is dropped like any other. A flow's packets leave in order:
+ *    was measured among, i.e. at its share of the class rate, never before its class slot. Its
+ *    socket cannot queue more than TCP small queues allow until a packet leaves, so holding the
+ *    packets holds the sender. Only while that is at most SHAPER_FAIR_HOLD_MAX_NS (250 ms) after
+ *    its class slot: further (64 KB GSO packets at a share of under 2 Mbit/s) a hold
+ *    would only delay the flow, not keep it to its share, and it is signalled as below. Past
+ *    the horizon a held packet is dropped like any other. A flow's packets leave in order:
  *    every later packet of a held flow leaves after its last one (edt.h);
- *  - any other flow above its share (forwarded: no socket to hold): one packet
+ *  - any other flow above its share (forwarded: no socket to hold; UDP): one packet
  *    is CE-marked (ECN-capable, ECN on) or dropped, at most once per epoch per flow. A flow past
  *    twice its share in two epochs running has not backed off (a UDP flood): past twice its
  *    share, the rest of its epoch is dropped, and so in every epoch it stays there. The first
  *    such epoch only signals it: TCP leaving slow start, or holding a large window when new
  *    flows shrink the share, halves within a round trip of the signal, and dropping what it
- *    had already sent would cost it retransmissions for nothing;
+ *    had already sent would cost it retransmissions for nothing. A local TCP socket's flow a
+ *    hold cannot keep to its share is signalled the same way, once per epoch, but never dropped
+ *    as a flood: TCP small queues bound what it puts into the class;
  *  - only while the class backlog stands above the CoDel target: below it nobody waits long,
  *    and backing flows off would only leave the class idle.
  *
@@ -41,9 +45,11 @@
  * nowhere.
  *
  * Bound on the rate: a held packet is charged at its class slot like any other and leaves up to
- * 50 ms later, so a slot may stand empty and the packet go out beside a later one. Over any
- * interval T every level still releases at most what its clock gave out in T + 50 ms: burst +
- * rate * (T + 50 ms), and the same rate over any long run; only held flows make the 50 ms.
+ * 250 ms later, so a slot may stand empty and the packet go out beside a later one. Over any
+ * interval T every level still releases at most what its clock gave out in T + 250 ms: burst +
+ * rate * (T + 250 ms), and the same rate over any long run; only held flows add the 250 ms.
+ * 250 ms holds 64 KB GSO packets (what TCP sends on a path of under 0.5 ms) at a share of
+ * 2.5 Mbit/s, eight flows in 20 Mbit; at 50 ms those flows were signalled and dropped.
  *
  * Bound on the count: each count stands for a flow that asked for more than the allowance in
  * the epoch, so the count times the allowance stays below the class time asked; and a bucket's
@@ -108,15 +114,16 @@ static __always_inline bool fair_flooding(struct shaper_flow *flow, __u32 epoch)
 }
 
 /* When a held flow's packet of cost_ns leaves: its share's spacing after the flow's last one,
- * never before `departure`, the class's, and at most SHAPER_FAIR_HOLD_MAX_NS after it. */
+ * never before `departure`, the class's; 0 if that is more than SHAPER_FAIR_HOLD_MAX_NS after
+ * it (a hold that long would not keep the flow to its share, only delay it). */
 static __always_inline __u64 fair_held_departure(const struct shaper_flow *flow,
 						 const struct shaper_class *cls, __u64 cost_ns,
 						 __u64 departure)
 {
 	__u64 next = flow->last_departure_ns + cost_ns * cls->fair_share_flows;
-	__u64 latest = departure + SHAPER_FAIR_HOLD_MAX_NS;
 
-	next = next < latest ? next : latest;
+	if (next > departure + SHAPER_FAIR_HOLD_MAX_NS)
+		return 0;
 	return next > departure ? next : departure;
 }
 
@@ -159,9 +166,9 @@ static __always_inline enum congestion_verdict fair_decide(struct __sk_buff *skb
 	if (!share || delay <= cls->aqm_target_ns || delay <= cls->aqm_floor_ns ||
 	    charged <= share + share * tolerance / 1000 + cls->sparse_allowance_ns / 2)
 		return CONGESTION_PASS;
-	if (can_wait) {
-		__u64 leave = fair_held_departure(flow, cls, cost_ns, now + delay);
+	__u64 leave = can_wait ? fair_held_departure(flow, cls, cost_ns, now + delay) : 0;
 
+	if (leave) {
 		if (leave > now + cls->horizon_ns)
 			return CONGESTION_DROP; /* held past the horizon */
 		if (leave > *(volatile __u64 *)&cls->fair_held_ns)
@@ -174,8 +181,9 @@ static __always_inline enum congestion_verdict fair_decide(struct __sk_buff *skb
 	/* Past twice its share for a second epoch running a flow has not backed off (UDP floods
 	 * don't): each further packet of the epoch is dropped, so it never holds more than about
 	 * two shares. Its drops must not make it look sparse (nothing queued): it counts as queued
-	 * up to the backlog. */
-	if (charged > 2 * share + cls->sparse_allowance_ns && fair_flooding(flow, epoch)) {
+	 * up to the backlog. Not a local TCP socket's flow: TCP small queues bound what it puts
+	 * into the class, and a burst of drops would cost it a retransmission timeout. */
+	if (!can_wait && charged > 2 * share + cls->sparse_allowance_ns && fair_flooding(flow, epoch)) {
 		if (flow->last_departure_ns < now + delay)
 			flow->last_departure_ns = now + delay;
 		return CONGESTION_DROP;

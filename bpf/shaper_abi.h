@@ -144,7 +144,7 @@ enum shaper_mode {
 #define SHAPER_NEIGHBOUR_SLACK_BYTES (1u << SHAPER_NEIGHBOUR_SLACK_LOG2) /* 128 KiB */
 
 #define SHAPER_SLICE_MAX_NS 16000ull        /* a CPU's slice of a class clock: at most 16 us (bpf/slice.h) */
-#define SHAPER_FAIR_HOLD_MAX_NS 50000000ull /* a held packet leaves at most 50 ms after its class slot */
+#define SHAPER_FAIR_HOLD_MAX_NS 250000000ull /* a held packet leaves at most 250 ms after its class slot */
 #define SHAPER_FAIR_EPOCH_NS 100000000ull     /* fair shares are measured over epochs of 100 ms */
 #define SHAPER_FAIR_EPOCH_MAX_NS 1000000000ull /* ...or longer with many flows, up to 1 s */
 
