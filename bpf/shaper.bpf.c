@@ -201,34 +201,6 @@ __noinline int note_delay(__u32 class_id, __u64 delay_ns)
 	return 0;
 }
 
-/* Set by the loader for the datapath tests only: BPF_PROG_TEST_RUN's packets carry a dummy
- * socket of protocol 0, and these tests need packets a local socket sent. */
-const volatile bool every_packet_local = false;
-
-/* 1 for a packet that may be held rather than dropped: on a send side in edt mode (only sch_fq
- * holds a packet), of a local TCP socket, which waits for it to leave (TCP small queues): from
- * SYN-SENT to LAST-ACK, not a listener's answer, a request socket's or a time-wait one, which no
- * send buffer holds. Forwarded packets have no socket, nor do a container's seen on the host
- * side of its veth. UDP is left out: a flood held at its share by its send buffer made the TCP
- * flows beside it unfair (Jain 0.86-0.92 among eight of them, against 0.998 with the flood
- * dropped at its share). A global function, so that the verifier checks the rest of the program
- * once for its answer, not once per way of reaching it. */
-__noinline int packet_may_wait(struct __sk_buff *skb, __u32 mode)
-{
-	struct bpf_sock *sk = skb->sk;
-
-	if (ingress || mode != SHAPER_MODE_EDT)
-		return 0;
-	if (every_packet_local)
-		return 1;
-	if (!sk)
-		return 0;
-	sk = bpf_sk_fullsock(sk); /* none for request and time-wait sockets */
-	if (!sk || sk->protocol != IPPROTO_TCP)
-		return 0;
-	return sk->state != BPF_TCP_CLOSE && sk->state != BPF_TCP_LISTEN;
-}
-
 SEC("tc")
 int shaper_egress(struct __sk_buff *skb)
 {
@@ -277,7 +249,6 @@ int shaper_egress(struct __sk_buff *skb)
 		class_id = settings->default_class;
 
 	pkt.aqm = edt || ingress; /* ingress: the backlog is virtual, its verdicts are not */
-	pkt.can_wait = packet_may_wait(skb, settings->mode);
 	switch (class_id ? edt_schedule(skb, class_id, &pkt, &departure) : EDT_UNSHAPED) {
 	case EDT_DROP:
 		return TC_ACT_SHOT;

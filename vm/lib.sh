@@ -109,16 +109,10 @@ class_counters() {
   status_json "$1" "$2" | jq -r --argjson id "$3" \
     '.classes[] | select(.id == $id) | "\(.packets) \(.segments) \(.bytes) \(.drops) \(.backlog_ns)"'
 }
-# class_actions NS DEV ID: "name=value ..." of what one class did to packets (drops by cause,
-# marks, holds).
+# class_actions NS DEV ID: "name=value ..." of what one class did to packets (drops by cause, marks).
 class_actions() {
   status_json "$1" "$2" | jq -r --argjson id "$3" '.classes[] | select(.id == $id)
-    | "drops_horizon=\(.drops_horizon) drops_aqm=\(.drops_aqm) drops_fair=\(.drops_fair) ecn_marks=\(.ecn_marks) fair_marks=\(.fair_marks) fair_holds=\(.fair_holds // 0)"'
-}
-# action_delta NAME BEFORE AFTER: how much one of class_actions' counters moved.
-action_delta() {
-  echo "$2 | $3" | awk -v k="$1" '{ for (i = 1; i <= NF; i++) { if ($i == "|") { a = 1; continue }
-      split($i, kv, "="); if (kv[1] == k) v[a] = kv[2] } } END { print v[1] - v[0] }'
+    | "drops_horizon=\(.drops_horizon) drops_aqm=\(.drops_aqm) drops_fair=\(.drops_fair) ecn_marks=\(.ecn_marks) fair_marks=\(.fair_marks)"'
 }
 # class_sparse NS DEV ID: packets of the class's sparse flows sent ahead of its backlog.
 class_sparse() {
