@@ -327,7 +327,7 @@ counters() {
       status_json s va | jq -c --argjson fq "$(fq_drops s va)" '.classes[0] as $c |
         {drops: ($c.drops + $fq), marks: ($c.ecn_marks + ($c.fair_marks // 0)),
          detail: {drops_horizon: $c.drops_horizon, drops_aqm: $c.drops_aqm, drops_fair: $c.drops_fair,
-                  fq_drops: $fq, ecn_marks: $c.ecn_marks, fair_marks: $c.fair_marks, fair_holds: ($c.fair_holds // null),
+                  fq_drops: $fq, ecn_marks: $c.ecn_marks, fair_marks: $c.fair_marks,
                   sparse: $c.sparse, packets: $c.packets,
                   segments: $c.segments, bytes_charged: $c.bytes}}' ;;
     none) echo '{"drops": null, "marks": null, "detail": null}' ;;
