@@ -28,6 +28,7 @@
 set -u
 
 ALL_SCENARIOS="tcp100k tcp100k0 tcp2m tcp20m tcp200m flows8 flows64 udpflood udp flows8-2m flows8-200m flows64-2m flows64-200m"
+ALL_SHAPERS="shaperctl shaperctl-codel htb htb-fqcodel tbf fq"
 
 # ================================= on the host ==========================================
 
@@ -49,7 +50,7 @@ if [ -z "${SHAPERCTL_VM:-}" ]; then
   done
   case "$ecn" in debian|on) ;; *) echo "accuracy: --ecn takes debian or on, not $ecn" >&2; exit 2 ;; esac
   for s in $shapers; do
-    case " shaperctl shaperctl-codel htb htb-fqcodel tbf fq " in
+    case " $ALL_SHAPERS " in
       *" $s "*) ;; *) echo "accuracy: unknown shaper $s" >&2; exit 2 ;;
     esac
   done
@@ -126,7 +127,7 @@ if [ -z "${SHAPERCTL_VM:-}" ]; then
     (.rows[] | "| \(.scenario) | \(.shaper) | \(.rate) | \(.expected_bps | rate) | \(.measured_bps | rate)" +
       " | \(.error_pct | pct)\(if .expected_own_bps != null and .expected_own_bps != .expected_bps then " (own \(.error_own_pct | pct))" else "" end)" +
       " | \(if .ping == null then "–" else "\(.ping.p50_ms | ms) / \(.ping.p99_ms | ms)\(if .ping.lost > 0 then " (\(.ping.lost) of 120 lost)" else "" end)" end)" +
-      " | \(if .jain == null then "–" else (.jain | fix(4)) end) | \(.drops // "–") | \(.marks // "–") | \(.retransmits // "–")\(if .retransmit_pct != null then " (\(.retransmit_pct | fix(2)) %)" else "" end)" +
+      " | \(if .jain == null then "–" else (.jain | fix(4)) end) | \(.drops // "–") | \(.marks // "–") | \(.retransmits // "–")" +
       " | \([(.note // empty),
              (if .split != null then "TCP \(.split.tcp_bps | rate) + UDP \(.split.udp_bps | rate)" else empty end),
              (if .udp != null then "\(if .split != null then "UDP " else "" end)sent \(.udp.packets), lost \(.udp.lost)" else empty end),
@@ -467,8 +468,6 @@ measure() {
         error_own_pct: (if $own == null or $good == null then null else ($good / $own - 1) * 100 end),
         ping: $ping, jain: $jain, drops: $c.drops, marks: $c.marks, counters: $c.detail,
         retransmits: ($j.end.sum_sent.retransmits // null),
-        retransmit_pct: (($j.end.sum_sent // {}) as $s | if $s.retransmits == null or ($s.bytes // 0) == 0
-                         then null else $s.retransmits / ($s.bytes / 1448) * 100 end),
         udp: (first(($j, $u) | select(.end.sum.lost_packets != null)
                     | {packets: .end.sum.packets, lost: .end.sum.lost_packets}) // null),
         split: (if $split == null then null
@@ -572,7 +571,7 @@ bulk() {
 }
 if want flows8; then
   echo "== 8flows-20mbit: 8 bulk TCP flows + ping every 50 ms, 9 s (ping from 2 s to 8 s)"
-  bulk 8flows-20mbit bulk 9 1 8 $(only shaperctl shaperctl-codel htb htb-fqcodel tbf fq)
+  bulk 8flows-20mbit bulk 9 1 8 $(only $ALL_SHAPERS)
 fi
 if want flows64; then
   echo "== 64flows-20mbit: 64 bulk TCP flows + ping every 50 ms, 10 s (ping from 3 s to 9 s)"
