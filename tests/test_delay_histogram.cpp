@@ -45,13 +45,17 @@ TEST(DelayHistogram, QuantilesInterpolateWithinTheirBucket)
 
 // One packet per bucket, each behind a clock put where its delay falls mid-bucket (0 for the
 // first: an idle class). Each run's now is only bounded ([before, after], datapath_fixture.h),
-// so each packet may fall in any bucket its bounds span: on any machine that runs a program in
-// well under 100 us, every bucket from the sixth (262 us) on holds exactly its packet.
+// so each packet may fall in any bucket its bounds span, and the counts are judged against those
+// bounds. Where every packet's bounds lie within the bucket it was aimed at (a machine that runs
+// a program in well under 100 us and is not stalled between putting the clock and the run), each
+// bucket holds exactly its packet; a stall (a busy host under TCG: milliseconds) moves a packet's
+// bounds, and the judgement with them.
 TEST_F(Datapath, DelayHistogramCountsEachStampedPacketInTheBucketOfItsDelay)
 {
     add_class({.id = 1, .rate_bps = 8'000'000'000, .burst_bytes = 1514, .horizon_ns = 10 * kSec});
     std::vector<size_t> lowest(SHAPER_DELAY_BUCKETS), highest(SHAPER_DELAY_BUCKETS);
     uint64_t least_sum = 0, most_sum = 0;
+    bool aimed = true;  // from the sixth bucket on, each packet's delay bounds within its own
     for (size_t b = 0; b < SHAPER_DELAY_BUCKETS; b++) {
         const uint64_t lower = b ? *delay_bound_ns(b - 1) : 0;
         const uint64_t upper = delay_bound_ns(b).value_or(4 * lower);
@@ -65,6 +69,8 @@ TEST_F(Datapath, DelayHistogramCountsEachStampedPacketInTheBucketOfItsDelay)
         highest[delay_bucket_of(most)]++;
         least_sum += least;
         most_sum += most;
+        if (b >= 5)
+            aimed = aimed && delay_bucket_of(least) == b && delay_bucket_of(most) == b;
     }
     const DelayHistogram h = maps_->counters(1).delay;
     EXPECT_EQ(h.count(), SHAPER_DELAY_BUCKETS);
@@ -79,8 +85,9 @@ TEST_F(Datapath, DelayHistogramCountsEachStampedPacketInTheBucketOfItsDelay)
         counted += h.buckets[b];
         EXPECT_GE(counted, at_least) << "bucket " << b;
         EXPECT_LE(counted, at_most) << "bucket " << b;
-        if (b >= 5)
+        if (b >= 5 && aimed) {
             EXPECT_EQ(h.buckets[b], 1u) << "bucket " << b;
+        }
     }
 }
 
