@@ -23,7 +23,7 @@
  * retransmission, a backlog later). The window is rewritten only downward, only in ACKs that are
  * held, and only for a flow whose handshake the device saw (both window scales and the path's
  * round trip: SYN or SYN-ACK out, the peer's answer in); never below two of its segments. A
- * flow whose window is set is never sparse (ack_pace_window_set). Where the receiver lies beyond
+ * flow whose window is set is never sparse (ack_pace_sets_window). Where the receiver lies beyond
  * the device (a pod's uploads shaped on its host's veth), its ACKs come back a round trip after
  * the data passed, and are held, so capped, only while the backlog is longer than that: the
  * window then binds only while the sender has more in flight than its share needs.
@@ -51,6 +51,7 @@
 #include <bpf/bpf_helpers.h>
 #include "shaper_abi.h"
 #include "parse.h"
+#include "tcp_options.h"
 
 #define TCP_FLAG_FIN_ 0x01
 #define TCP_FLAG_SYN_ 0x02
@@ -133,10 +134,6 @@ static __always_inline bool ack_pace_tcp(struct __sk_buff *skb, const struct pac
 	*tcp_off = l2 + l3;
 	return true;
 }
-
-/* The window scale a SYN or SYN-ACK offers, from its TCP options (a global function: shaper.bpf.c);
- * -1 without one. */
-__noinline int tcp_window_scale(struct __sk_buff *skb, __u32 tcp_off);
 
 /* The bytes a held ACK of a flow with round trip `rtt_ns` may offer: its share of the class
  * (fair.h's share of the last epoch, the whole class while there is none) for the round trip
@@ -310,13 +307,11 @@ static __always_inline __u64 ack_pace_until(struct __sk_buff *skb, const struct 
  * window per round trip, all of it through the class before its ACK leaves, so each window's
  * first packet finds nothing of its own queued: it is not sparse (sparse.h), which would let it
  * past the backlog and its ACK go unheld, offering the receiver's whole window. A global
- * function (shaper.bpf.c). */
-__noinline int ack_pace_sets_window(struct packet_fields *f);
-
-static __always_inline bool ack_pace_window_set(const struct packet_fields *f)
+ * function, as tcp_window_scale is. */
+__noinline int ack_pace_sets_window(struct packet_fields *f)
 {
-	if (f->proto != 6 || !f->has_ports)
-		return false;
+	if (!f || f->proto != 6 || !f->has_ports)
+		return 0;
 	const __u64 tag = ack_pace_tag(f->dst, f->src, f->dport, f->sport);
 	struct shaper_ack_pace *r = ack_pace_slot(tag);
 

@@ -108,61 +108,6 @@ __noinline int ack_pace_note(struct __sk_buff *skb, struct packet_fields *f, str
 	return 0;
 }
 
-__noinline int ack_pace_sets_window(struct packet_fields *f)
-{
-	return f && ack_pace_window_set(f);
-}
-
-/* Options of a SYN or SYN-ACK: kind, length, value; at most 40 bytes of them. */
-#define TCPOPT_EOL_ 0
-#define TCPOPT_NOP_ 1
-#define TCPOPT_WINDOW_ 3
-#define TCPOPT_STEPS 8
-
-__noinline int tcp_window_scale(struct __sk_buff *skb, __u32 tcp_off)
-{
-	__u8 opts[40], doff;
-	__u32 len;
-
-	if (!skb || parse_load(skb, tcp_off + 12, &doff, 1))
-		return -1;
-	len = (doff >> 4) * 4;
-	if (len <= 20)
-		return -1;
-	len -= 20;
-	if (len > sizeof(opts))
-		return -1;
-	__builtin_memset(opts, 0, sizeof(opts));
-	if (l2_header_len == SHAPER_L2_AT_NETWORK_HEADER ?
-		    bpf_skb_load_bytes_relative(skb, tcp_off + 20, opts, len, BPF_HDR_START_NET) :
-		    bpf_skb_load_bytes(skb, tcp_off + 20, opts, len))
-		return -1;
-	/* Eight options at most (past eight, each step added thousands of instructions to the
-	 * verifier's run: ten cost 15,000 more than eight): Linux, Windows and macOS put the window
-	 * scale among their first six. One not found is taken as none, which errs on
-	 * the safe side: a window read as unscaled is capped at 2^scale times the bytes meant. */
-	for (__u32 i = 0, n = 0; n < TCPOPT_STEPS; n++) {
-		if (i + 1 >= len || i > sizeof(opts) - 3)
-			break;
-		const __u8 kind = opts[i];
-
-		if (kind == TCPOPT_EOL_)
-			break;
-		if (kind == TCPOPT_NOP_) {
-			i++;
-			continue;
-		}
-		const __u8 olen = opts[i + 1];
-
-		if (kind == TCPOPT_WINDOW_ && olen == 3 && i + 2 < len)
-			return opts[i + 2];
-		if (olen < 2)
-			break;
-		i += olen;
-	}
-	return -1;
-}
-
 /* Ingress: when a passed packet's ACKs may leave (ack_pace.h): when it would have been through
  * its class's queue, its departure plus its time at the class rate (a queue's receiver acks
  * a segment once it has all arrived), within the class horizon. */
@@ -202,7 +147,7 @@ __noinline int note_delay(__u32 class_id, __u64 delay_ns)
 }
 
 SEC("tc")
-int shaper_egress(struct __sk_buff *skb)
+int shaper(struct __sk_buff *skb)
 {
 	__u32 zero = 0;
 	struct shaper_settings *settings = bpf_map_lookup_elem(&shaper_settings, &zero);

@@ -1,6 +1,6 @@
 // The commands that change one item: each reads its options, then makes its change through the
-// library's one path (Shaper::add_class and the rest: checked whole, planned and applied as
-// apply -f is).
+// library (Shaper::add_class and the rest: a one-item plan, checked as a whole file is and run
+// with apply -f's undo).
 #include "command.h"
 
 #include <memory>

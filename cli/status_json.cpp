@@ -3,7 +3,7 @@
 #include "core/class_counters.h"
 #include "core/class_spec.h"
 #include "core/delay_histogram.h"
-#include "loader/egress_hook.h"
+#include "loader/hook.h"
 #include "core/mode.h"
 #include "core/rule_spec.h"
 

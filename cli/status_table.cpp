@@ -7,7 +7,7 @@
 #include "core/class_spec.h"
 #include "core/delay_histogram.h"
 #include "core/direction.h"
-#include "loader/egress_hook.h"
+#include "loader/hook.h"
 #include "core/mode.h"
 #include "core/rule_spec.h"
 #include "core/units.h"

@@ -2,8 +2,6 @@
 
 #include <algorithm>
 
-#include "shaper_abi.h"
-
 namespace shaperctl {
 namespace {
 
@@ -52,28 +50,9 @@ uint32_t ClassParents::parent_of(uint32_t id) const
 
 TreeFault check_class_tree(const ClassParents& parents)
 {
-    for (const auto& [id, parent] : parents.ascending()) {
-        if (!parent)
-            continue;
-        TreeFault fault{TreeFault::None, id, {id}};
-        if (!parents.has(parent)) {
-            fault.kind = TreeFault::MissingParent;
-            fault.chain.push_back(parent);
+    for (const auto& [id, parent] : parents.ascending())
+        if (TreeFault fault = check_chain(id, parent, parents))
             return fault;
-        }
-        // A missing ancestor is its child's fault, found in its turn.
-        for (uint32_t up = parent; up; up = parents.parent_of(up)) {
-            fault.chain.push_back(up);
-            if (up == id) {
-                fault.kind = TreeFault::Cycle;
-                return fault;
-            }
-            if (fault.chain.size() > SHAPER_MAX_DEPTH) {
-                fault.kind = TreeFault::TooDeep;
-                return fault;
-            }
-        }
-    }
     return {};
 }
 

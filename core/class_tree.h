@@ -1,6 +1,6 @@
 // The class tree's one rule: parents exist, never loop, and stack at most SHAPER_MAX_DEPTH
 // levels deep (a packet is charged at every level). Files, add-class, change-class and the
-// order apply changes classes in all read the tree through here.
+// order apply changes classes in all read the tree through here (check_chain is the rule).
 #pragma once
 
 #include <cstdint>
@@ -8,12 +8,14 @@
 #include <utility>
 #include <vector>
 
+#include "shaper_abi.h"
+
 namespace shaperctl {
 
-// Every class's parent (0: top level), as (id, parent) in ascending id, each id once. Every
-// one-item command checks the whole tree, so at 100,000 classes a node per class (a std::map)
-// was most of what add-class cost: ids are looked up in a table by id where they are compact
-// (class ids are below max_classes), else by binary search.
+// Every class's parent (0: top level), as (id, parent) in ascending id, each id once. apply
+// checks the whole tree of 100,000 classes, where a node per class (a std::map) was most of its
+// cost: ids are looked up in a table by id where they are compact (class ids are below
+// max_classes), else by binary search.
 class ClassParents {
 public:
     // Any order; where an id repeats, the last one counts.
@@ -38,6 +40,34 @@ struct TreeFault {
     explicit operator bool() const { return kind != None; }
     std::string describe() const;  // "parents form a cycle (1 -> 2 -> 1)", ...
 };
+
+// The chain of parents above class `id` whose parent is `parent`: missing, looping or too deep.
+// Parents: has(id) and parent_of(id), a ClassParents or what a device holds. A missing ancestor
+// further up is its child's fault, not this class's.
+template <class Parents>
+TreeFault check_chain(uint32_t id, uint32_t parent, const Parents& parents)
+{
+    TreeFault fault{TreeFault::None, id, {id}};
+    if (!parent)
+        return fault;
+    if (!parents.has(parent)) {
+        fault.kind = TreeFault::MissingParent;
+        fault.chain.push_back(parent);
+        return fault;
+    }
+    for (uint32_t up = parent; up; up = parents.parent_of(up)) {
+        fault.chain.push_back(up);
+        if (up == id) {
+            fault.kind = TreeFault::Cycle;
+            return fault;
+        }
+        if (fault.chain.size() > SHAPER_MAX_DEPTH) {
+            fault.kind = TreeFault::TooDeep;
+            return fault;
+        }
+    }
+    return fault;
+}
 
 // The first class (ascending id) whose chain of parents is at fault; none when the tree is sound.
 TreeFault check_class_tree(const ClassParents& parents);

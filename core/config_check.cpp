@@ -13,26 +13,12 @@ ClassParents check_classes(const ShaperConfig& config, const ConfigLimits& limit
     std::vector<std::pair<uint32_t, uint32_t>> pairs;
     pairs.reserve(config.classes.size());
     for (const ClassSpec& c : config.classes) {
-        if (c.id == 0 || c.id >= limits.max_classes)
-            throw ConfigFault(Item::Class, c.id, "id",
-                              "class id " + std::to_string(c.id) + " is out of range (1 to " +
-                                  std::to_string(limits.max_classes - 1) + " with max_classes " +
-                                  std::to_string(limits.max_classes) + ")");
-        try {
-            validate_class(c, limits.max_classes, limits.fq);
-        } catch (const Error& e) {
-            throw ConfigFault(Item::Class, c.id, "", e.what());
-        }
+        check_class(c, limits);
         pairs.push_back({c.id, c.parent});
     }
     ClassParents parents(std::move(pairs));
-    if (const TreeFault tree = check_class_tree(parents)) {
-        ConfigFault fault(Item::Class, tree.id, "parent", tree.describe());
-        if (tree.kind == TreeFault::MissingParent)
-            fault.missing_class = tree.chain.back();
-        fault.tree = tree;
-        throw fault;
-    }
+    if (const TreeFault tree = check_class_tree(parents))
+        throw tree_fault(tree);
     return parents;
 }
 
@@ -45,6 +31,29 @@ ConfigFault missing(Item item, uint32_t id, const char* field, uint32_t class_id
 
 }  // namespace
 
+void check_class(const ClassSpec& c, const ConfigLimits& limits)
+{
+    if (c.id == 0 || c.id >= limits.max_classes)
+        throw ConfigFault(Item::Class, c.id, "id",
+                          "class id " + std::to_string(c.id) + " is out of range (1 to " +
+                              std::to_string(limits.max_classes - 1) + " with max_classes " +
+                              std::to_string(limits.max_classes) + ")");
+    try {
+        validate_class(c, limits.max_classes, limits.fq);
+    } catch (const Error& e) {
+        throw ConfigFault(Item::Class, c.id, "", e.what());
+    }
+}
+
+ConfigFault tree_fault(const TreeFault& tree)
+{
+    ConfigFault fault(Item::Class, tree.id, "parent", tree.describe());
+    if (tree.kind == TreeFault::MissingParent)
+        fault.missing_class = tree.chain.back();
+    fault.tree = tree;
+    return fault;
+}
+
 CheckedRules check_config(const ShaperConfig& config, const ConfigLimits& limits,
                           const std::vector<RuleSpec>* published)
 {
@@ -52,25 +61,31 @@ CheckedRules check_config(const ShaperConfig& config, const ConfigLimits& limits
     if (config.default_class && !classes.has(config.default_class))
         throw missing(Item::DefaultClass, 0, "", config.default_class);
 
-    if (config.rules.size() > SHAPER_MAX_RULES)
-        throw ConfigFault(Item::Rules, 0, "", std::to_string(config.rules.size()) + " rules (at most " +
+    return check_rules(config.rules, [&](uint32_t id) { return classes.has(id); }, limits.side, published);
+}
+
+CheckedRules check_rules(const std::vector<RuleSpec>& rules, const std::function<bool(uint32_t)>& has_class,
+                         Direction side, const std::vector<RuleSpec>* published)
+{
+    if (rules.size() > SHAPER_MAX_RULES)
+        throw ConfigFault(Item::Rules, 0, "", std::to_string(rules.size()) + " rules (at most " +
                                                   std::to_string(SHAPER_MAX_RULES) + ")");
-    for (const RuleSpec& r : config.rules) {
-        if (!classes.has(r.class_id))
+    for (const RuleSpec& r : rules) {
+        if (!has_class(r.class_id))
             throw missing(Item::Rule, r.pref, "class", r.class_id);
         // A received packet has no local socket at tc ingress: a cgroup rule could never match.
-        if (limits.side == Direction::Ingress && r.cgroup)
+        if (side == Direction::Ingress && r.cgroup)
             throw ConfigFault(Item::Rule, r.pref, "cgroup",
                               "rule " + std::to_string(r.pref) +
                                   ": cgroup rules match local sockets, which received packets do "
                                   "not have at tc ingress");
     }
     CheckedRules checked;
-    if (published && *published == config.rules)
+    if (published && *published == rules)
         return checked;
-    std::vector<shaper_rule> rules;
+    std::vector<shaper_rule> compiled;
     std::vector<uint32_t> slots;
-    for (const RuleSpec& r : config.rules) {
+    for (const RuleSpec& r : rules) {
         try {
             checked.by_pref[r.pref] = compile_rule(r);
         } catch (const Error& e) {
@@ -78,11 +93,11 @@ CheckedRules check_config(const ShaperConfig& config, const ConfigLimits& limits
         }
     }
     for (const auto& [pref, rule] : checked.by_pref) {
-        slots.push_back(uint32_t(rules.size()));
-        rules.push_back(rule);
+        slots.push_back(uint32_t(compiled.size()));
+        compiled.push_back(rule);
     }
     try {
-        checked.set = compile_rules(rules, slots, 0);
+        checked.set = compile_rules(compiled, slots, 0);
     } catch (const Error& e) {
         throw ConfigFault(Item::Rules, 0, "", e.what());
     }

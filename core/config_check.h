@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 
@@ -51,5 +52,14 @@ struct CheckedRules {
 // to `published` (what the device runs, valid already) are not compiled again.
 CheckedRules check_config(const ShaperConfig& config, const ConfigLimits& limits,
                           const std::vector<RuleSpec>* published = nullptr);
+
+// The parts of that check, for a change of one item checked against what the device holds
+// (loader/shaper_items.cpp) with the same faults: one class on its own (id range, fields,
+// horizon against fq's), the fault of a class tree, and the rules (ascending pref) given which
+// classes exist.
+void check_class(const ClassSpec& c, const ConfigLimits& limits);
+ConfigFault tree_fault(const TreeFault& tree);
+CheckedRules check_rules(const std::vector<RuleSpec>& rules, const std::function<bool(uint32_t)>& has_class,
+                         Direction side, const std::vector<RuleSpec>* published = nullptr);
 
 }  // namespace shaperctl

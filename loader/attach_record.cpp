@@ -39,8 +39,8 @@ void AttachRecord::save(const std::string& path) const
 {
     nlohmann::json j = {
         {"device", device}, {"ifindex", ifindex}, {"netns", netns}, {"mode", mode},
-        {"installed_fq", installed_fq}, {"created_clsact", egress.created_clsact},
-        {"hook", hook_key(egress.hook)}, {"tc_priority", egress.tc_priority},
+        {"installed_fq", installed_fq}, {"created_clsact", attachment.created_clsact},
+        {"hook", hook_key(attachment.hook)}, {"tc_priority", attachment.tc_priority},
         {"fq", {{"horizon_ns", fq.horizon_ns}, {"horizon_drop", fq.horizon_drop},
                 {"flow_limit", fq.flow_limit}, {"limit", fq.limit}}},
         {"prior_root", nullptr}, {"direction", direction_name(direction)},
@@ -78,10 +78,10 @@ std::optional<AttachRecord> AttachRecord::load(const std::string& path)
         // Records of builds before ingress: egress.
         r.direction = j.value("direction", "egress") == "ingress" ? Direction::Ingress : Direction::Egress;
         r.for_ack_pacing = j.value("for_ack_pacing", false);
-        r.egress.created_clsact = j.at("created_clsact").get<bool>();
+        r.attachment.created_clsact = j.at("created_clsact").get<bool>();
         // Records of builds before TCX: a tc filter at priority 1.
-        r.egress.hook = j.value("hook", "tc") == "tcx" ? EgressHook::Tcx : EgressHook::TcClsact;
-        r.egress.tc_priority = j.value("tc_priority", kLegacyTcFilterPriority);
+        r.attachment.hook = j.value("hook", "tc") == "tcx" ? Hook::Tcx : Hook::TcClsact;
+        r.attachment.tc_priority = j.value("tc_priority", kLegacyTcFilterPriority);
         const auto& fq = j.at("fq");
         r.fq.horizon_ns = fq.at("horizon_ns").get<uint64_t>();
         r.fq.horizon_drop = fq.at("horizon_drop").get<bool>();

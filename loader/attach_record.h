@@ -5,7 +5,7 @@
 #include <optional>
 #include <string>
 
-#include "loader/egress_hook.h"
+#include "loader/hook.h"
 #include "loader/qdisc.h"
 
 namespace shaperctl {
@@ -21,7 +21,7 @@ struct AttachRecord {
     FqOptions fq;
     bool installed_fq = false;
     std::optional<Qdisc> prior_root;  // the root qdisc before attach
-    EgressAttachment egress;          // where the program runs, and whether we created clsact
+    HookAttachment attachment;          // where the program runs, and whether we created clsact
     Direction direction = Direction::Egress;  // the side it shapes
     // A send side attached by its receive side's attach, to pace that side's ACKs (no class):
     // the receive side's detach takes it away again. An attach of the side itself clears it.

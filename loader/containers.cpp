@@ -197,13 +197,10 @@ ClassSpec container_side_class(const std::string& device, Direction side, ClassS
 void shape_container_side(const std::string& device, Direction side, const ClassSpec& given)
 {
     attach_side(device, side);
-    const ClassSpec spec = container_side_class(device, side, given);
-    const Shaper shaper = Shaper::open(device, side);
-    if (shaper.config().classes.empty())
-        shaper.add_class(spec);
-    else
-        shaper.change_class(spec);
-    shaper.set_default(spec.id);
+    ShaperConfig want;
+    want.classes = {container_side_class(device, side, given)};
+    want.default_class = want.classes[0].id;
+    Shaper::open(device, side).converge(want);  // the class and the default, or neither
 }
 
 void pace_container_acks(const std::string& device)
@@ -213,10 +210,7 @@ void pace_container_acks(const std::string& device)
             Shaper::detach(device, Direction::Egress);
             return;
         }
-        const Shaper shaper = Shaper::open(device, Direction::Egress);
-        shaper.set_default(0);
-        for (const auto& c : shaper.config().classes)
-            shaper.del_class(c.id);
+        Shaper::open(device, Direction::Egress).converge({});  // no class, no rule, no default
         return;
     }
     AttachOptions options;

@@ -21,7 +21,7 @@
 #include <thread>
 
 #include "loader/device.h"
-#include "loader/egress_hook.h"
+#include "loader/hook.h"
 #include "core/error.h"
 #include "loader/kernel_features.h"
 #include "loader/libbpf_log.h"
@@ -96,16 +96,6 @@ int ethtool_flag(const std::string& dev, uint32_t cmd)
     return value.data ? 1 : 0;
 }
 
-uint32_t pinned_prog_id(const std::string& pin_dir)
-{
-    Fd prog(bpf_obj_get((pin_dir + "/shaper_egress").c_str()));
-    if (!prog)
-        return 0;
-    bpf_prog_info info{};
-    uint32_t len = sizeof info;
-    return bpf_obj_get_info_by_fd(prog.get(), &info, &len) ? 0 : info.id;
-}
-
 // What the side's commands open: the program's pin and every map's. A pin removed by hand leaves
 // the program running with no way to change or read it.
 void check_pins(const Device& device, const std::string& who, const std::string& fix, std::vector<Finding>& out)
@@ -124,10 +114,10 @@ void check_pins(const Device& device, const std::string& who, const std::string&
 }
 
 // The hook the side runs on, and the kernel feature it stands for: TCX (Linux 6.6) or tc clsact.
-Finding hook_finding(const std::string& who, EgressHook hook, Direction side)
+Finding hook_finding(const std::string& who, Hook hook, Direction side)
 {
     const std::string point = attach_point_name(hook, side);
-    if (hook == EgressHook::Tcx)
+    if (hook == Hook::Tcx)
         return {who + " hook", "ok", point + ": a TCX link (Linux 6.6+)", ""};
     if (kernel_has_tcx())
         return {who + " hook", "ok", point + ": chosen at attach (SHAPERCTL_ATTACH=tc); this kernel has TCX too", ""};
@@ -175,9 +165,9 @@ void check_device(const ManagedDevice& m, const std::string& shaperctl, std::vec
                        m.gone ? shaperctl + " detach --gone" : "remove " + device.pin_dir() + " and " + device.run_dir()});
         return;
     }
-    const uint32_t running = egress_prog_id(device, m.egress);
+    const uint32_t running = hook_prog_id(device, m.attachment);
     const uint32_t pinned = pinned_prog_id(device.pin_dir());
-    const std::string hook = attach_point_name(m.egress.hook, m.direction);
+    const std::string hook = attach_point_name(m.attachment.hook, m.direction);
     if (!running)
         out.push_back({who + " filter", "fail",
                        "no shaperctl program on " + hook + ": packets leave unshaped",
@@ -191,7 +181,7 @@ void check_device(const ManagedDevice& m, const std::string& shaperctl, std::vec
         out.push_back({who + " filter", "ok", "program " + std::to_string(running) + " on " + hook, ""});
 
     check_pins(device, who, shaperctl + " detach --dev " + m.name + side_flag + ", then attach again", out);
-    out.push_back(hook_finding(who, m.egress.hook, m.direction));
+    out.push_back(hook_finding(who, m.attachment.hook, m.direction));
     if (ingress) {
         out.push_back(ecn_finding(who));
         out.push_back(ack_pacing_finding(m, who, shaperctl));

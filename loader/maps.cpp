@@ -213,7 +213,9 @@ void ShaperMaps::add_classes(const std::vector<std::pair<uint32_t, shaper_class_
         configs.push_back(config);
     }
     // State before config, as reset_class_state then write_class_config: a class the datapath
-    // can see is idle with zero counters.
+    // can see is idle with zero counters. Many classes: every CPU's counters mapped once.
+    if (classes.size() > kWindowedClasses)
+        counter_slots();
     for (uint32_t id : ids)
         write_clock(id, ClassClock{});
     update_in_batches(aqm_.get(), ids, std::vector<shaper_class_aqm>(ids.size()), "class aqm state");
@@ -230,6 +232,25 @@ std::vector<uint32_t> ShaperMaps::class_ids() const
     for (const auto& [id, config] : class_configs())
         ids.push_back(id);
     return ids;
+}
+
+bool ShaperMaps::has_class(uint32_t id) const
+{
+    return id != 0 && id < max_classes_ && (mapped_load(entries()[id].flags) & SHAPER_CLASS_PRESENT);
+}
+
+uint32_t ShaperMaps::class_parent(uint32_t id) const
+{
+    return has_class(id) ? mapped_load(entries()[id].parent_id) : 0;
+}
+
+std::vector<std::pair<uint32_t, uint32_t>> ShaperMaps::class_parents() const
+{
+    std::vector<std::pair<uint32_t, uint32_t>> pairs;
+    for (uint32_t id = 1; id < max_classes_; id++)
+        if (has_class(id))
+            pairs.push_back({id, mapped_load(entries()[id].parent_id)});
+    return pairs;
 }
 
 std::vector<std::pair<uint32_t, shaper_class_config>> ShaperMaps::class_configs() const
@@ -296,11 +317,25 @@ void ShaperMaps::write_clock(uint32_t id, const ClassClock& clock) const
     clear_slices(id);  // taken on the clock as it was (bpf/slice.h)
 }
 
+void ShaperMaps::each_cpu_slot(uint32_t id, const std::function<void(shaper_class_stats&)>& fn) const
+{
+    for (uint32_t cpu = 0; cpu < cpus_; cpu++) {
+        const uint64_t at = uint64_t(cpu) * max_classes_ + id;
+        if (counters_.mapped()) {
+            fn(counters_[at]);
+        } else {
+            const MappedArray<shaper_class_stats> window(stats_.get(), at, 1, "the class counters",
+                                                         PROT_READ | PROT_WRITE);
+            fn(window[at]);
+        }
+    }
+}
+
 ClassCounters ShaperMaps::counters(uint32_t id) const
 {
     if (id >= max_classes_)
         throw Error("cannot read class counters " + std::to_string(id) + ": beyond the map");
-    ClassCounters sum;
+    ClassCounters sum;  // a reader of many classes: every CPU's counters mapped once
     for (uint32_t cpu = 0; cpu < cpus_; cpu++)
         add_counters(sum, counter_slots()[uint64_t(cpu) * max_classes_ + id]);
     return sum;
@@ -309,23 +344,21 @@ ClassCounters ShaperMaps::counters(uint32_t id) const
 void ShaperMaps::zero_counters(uint32_t id) const
 {
     ClassCounters unused;
-    for (uint32_t cpu = 0; cpu < cpus_; cpu++) {
-        shaper_class_stats& slot = counter_slots()[uint64_t(cpu) * max_classes_ + id];
+    each_cpu_slot(id, [&](shaper_class_stats& slot) {
         for_each_counter(slot, unused, [](auto& counter, uint64_t&) { mapped_store(counter, 0); });
         for (auto& bucket : slot.delay_buckets)
             mapped_store(bucket, 0);
         mapped_store(slot.delay_sum_ns, 0);
-    }
+    });
     clear_slices(id);
 }
 
 void ShaperMaps::clear_slices(uint32_t id) const
 {
-    for (uint32_t cpu = 0; cpu < cpus_; cpu++) {
-        shaper_class_stats& slot = counter_slots()[uint64_t(cpu) * max_classes_ + id];
+    each_cpu_slot(id, [](shaper_class_stats& slot) {
         mapped_store(slot.slice_end, 0);
         mapped_store(slot.slice_pos, 0);
-    }
+    });
 }
 
 }  // namespace shaperctl

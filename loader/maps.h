@@ -64,6 +64,13 @@ public:
     // writes (a few syscalls per 4,096 classes instead of four per class).
     void add_classes(const std::vector<std::pair<uint32_t, shaper_class_config>>& classes) const;
     std::vector<uint32_t> class_ids() const;  // configured classes, ascending
+    // Which ids are classes and their parents, as the datapath's entries hold them: read
+    // through the entries' mapping, no syscall (a one-item change's checks; every write path
+    // writes the record and the entry together). class_parents() is every (id, parent),
+    // ascending, from one pass over the mapping (a few ms at 100,000 classes).
+    bool has_class(uint32_t id) const;
+    uint32_t class_parent(uint32_t id) const;  // 0 for a top-level class or none
+    std::vector<std::pair<uint32_t, uint32_t>> class_parents() const;
     std::vector<std::pair<uint32_t, shaper_class_config>> class_configs() const;  // batched reads
 
     ClassClock clock(uint32_t id) const;
@@ -95,6 +102,12 @@ private:
     // at mmap(), 12 MB per CPU at 131,072 classes) never count as its memory.
     const MappedArray<shaper_class>& entries() const;
     const MappedArray<shaper_class_stats>& counter_slots() const;
+    // fn(one CPU's counters of class id) for each CPU: through the whole mapping once it is made
+    // (a change of many classes, kWindowedClasses and more), else through a window of a page
+    // per CPU, so that a one-item change costs a few calls per CPU, not a mapping of every
+    // CPU's counters of every class (cpus * max_classes * 256 bytes: 2 GB at 64 CPUs).
+    void each_cpu_slot(uint32_t id, const std::function<void(shaper_class_stats&)>& fn) const;
+    static constexpr size_t kWindowedClasses = 16;
     void clear_slices(uint32_t id) const;  // every CPU's slice of the class clock (bpf/slice.h)
     void zero_counters(uint32_t id) const;
 

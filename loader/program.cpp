@@ -2,6 +2,7 @@
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include <unistd.h>
 
 #include <array>
 #include <cerrno>
@@ -151,7 +152,7 @@ Program::~Program()
         shaper_bpf__destroy(skel_);
 }
 
-int Program::prog_fd() const { return bpf_program__fd(skel_->progs.shaper_egress); }
+int Program::prog_fd() const { return bpf_program__fd(skel_->progs.shaper); }
 int Program::settings_fd() const { return bpf_map__fd(skel_->maps.shaper_settings); }
 int Program::class_config_fd() const { return bpf_map__fd(skel_->maps.shaper_class_config); }
 int Program::class_entries_fd() const { return bpf_map__fd(skel_->maps.shaper_classes); }
@@ -217,6 +218,28 @@ std::string prog_tag_hex(uint32_t prog_id)
         hex += "0123456789abcdef"[byte & 15];
     }
     return hex;
+}
+
+void pin_program(int prog_fd, const std::string& pin_dir)
+{
+    const std::string path = pin_dir + "/" + kProgramPin;
+    unlink(path.c_str());
+    unlink((pin_dir + "/" + kOlderProgramPin).c_str());
+    if (bpf_obj_pin(prog_fd, path.c_str()))
+        throw Error(errno_message("cannot pin the program at " + path, errno));
+}
+
+uint32_t pinned_prog_id(const std::string& pin_dir)
+{
+    for (const char* name : {kProgramPin, kOlderProgramPin}) {
+        Fd prog(bpf_obj_get((pin_dir + "/" + name).c_str()));
+        if (!prog)
+            continue;
+        bpf_prog_info info{};
+        uint32_t len = sizeof info;
+        return bpf_obj_get_info_by_fd(prog.get(), &info, &len) ? 0 : info.id;
+    }
+    return 0;
 }
 
 }  // namespace shaperctl

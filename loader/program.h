@@ -50,6 +50,17 @@ private:
     shaper_bpf* skel_ = nullptr;
 };
 
+// The program's pin in a side's pin directory, beside its maps, and the name builds before the
+// program served both sides pinned it under (read where no pin of today's name is there).
+constexpr const char* kProgramPin = "shaper";
+constexpr const char* kOlderProgramPin = "shaper_egress";
+
+// Pins the program in pin_dir under kProgramPin, in place of an older build's pin of either
+// name (the hook holds its own reference to the program it runs).
+void pin_program(int prog_fd, const std::string& pin_dir);
+// The id of the program pinned in pin_dir, under either name; 0 when none is pinned.
+uint32_t pinned_prog_id(const std::string& pin_dir);
+
 // The class capacity of the maps pinned in pin_dir (fixed when they were made); 0: none pinned.
 uint32_t pinned_max_classes(const std::string& pin_dir);
 

@@ -18,7 +18,7 @@
 
 #include "loader/bpffs.h"
 #include "loader/device_dirs.h"
-#include "loader/egress_hook.h"
+#include "loader/hook.h"
 #include "loader/libbpf_log.h"
 #include "core/error.h"
 #include "loader/program.h"
@@ -26,7 +26,6 @@
 namespace shaperctl {
 namespace {
 
-constexpr const char* kProgPin = "shaper_egress";
 constexpr const char* kPoliceInstead = " (attach --mode police shapes by dropping instead)";
 
 // Undo steps of a multi-step change, run in reverse unless the change completes.
@@ -48,14 +47,6 @@ public:
 private:
     std::vector<std::function<void()>> steps_;
 };
-
-void pin_program(const Program& program, const std::string& pin_dir)
-{
-    const std::string path = pin_dir + "/" + kProgPin;
-    unlink(path.c_str());  // an older build's pin; the filter or link holds its own reference
-    if (bpf_obj_pin(program.prog_fd(), path.c_str()))
-        throw Error(errno_message("cannot pin the program at " + path, errno));
-}
 
 // How to attach the side a command addressed.
 std::string attach_hint(const std::string& dev, Direction side)
@@ -171,7 +162,7 @@ AttachResult attach_side(const std::string& dev, const AttachOptions& options)
         throw Error(dev_prefix(device) + "fq options apply to edt mode only");
     // Nothing queues a received packet: ingress polices, and marks before it has to drop.
     const uint32_t mode = ingress ? uint32_t(SHAPER_MODE_POLICE) : options.mode;
-    const EgressHook hook = chosen_egress_hook();
+    const Hook hook = chosen_hook();
     ensure_bpffs();
     make_private_dir(device.pin_dir(), kPinRoot);
     make_private_dir(device.run_dir(), kRunRoot);
@@ -193,32 +184,32 @@ AttachResult attach_side(const std::string& dev, const AttachOptions& options)
         Program program = Program::load(program_options(device, options));
         if (ingress)
             program.set_ack_pacing(true);
-        AttachResult result{AttachOutcome::AlreadyAttached, false, record->egress.hook};
+        AttachResult result{AttachOutcome::AlreadyAttached, false, record->attachment.hook};
         const FqOptions fq = fq_with_given(record->fq, options);
         if (mode == SHAPER_MODE_EDT && !same_fq(fq, record->fq)) {
             change_fq(device, ShaperMaps::of(program), *record, fq);  // in place, as apply -f does
             result.fq_changed = true;
         }
-        if (!is_current(record->egress, hook)) {
+        if (!is_current(record->attachment, hook)) {
             // Another hook (or an older build's filter priority): the maps stay as they are.
-            record->egress = move_egress(device, record->egress, hook, program.prog_fd());
+            record->attachment = move_hook(device, record->attachment, hook, program.prog_fd());
             record->save(record_path);
-            pin_program(program, device.pin_dir());
+            pin_program(program.prog_fd(), device.pin_dir());
             result.outcome = AttachOutcome::Moved;
             result.hook = hook;
             return result;
         }
-        const uint32_t running = egress_prog_id(device, record->egress);
+        const uint32_t running = hook_prog_id(device, record->attachment);
         if (running && runs_same_program(running, program.prog_fd()))
             return result;
         // A different build: swap the program in place (the link's or the filter's); the maps
         // are the pinned ones. Put back if someone took it off.
-        const bool created_clsact = attach_egress(device, hook, program.prog_fd()).created_clsact;
-        if (created_clsact && !record->egress.created_clsact) {
-            record->egress.created_clsact = true;
+        const bool created_clsact = attach_hook(device, hook, program.prog_fd()).created_clsact;
+        if (created_clsact && !record->attachment.created_clsact) {
+            record->attachment.created_clsact = true;
             record->save(record_path);
         }
-        pin_program(program, device.pin_dir());
+        pin_program(program.prog_fd(), device.pin_dir());
         result.outcome = AttachOutcome::Upgraded;
         return result;
     }
@@ -253,9 +244,9 @@ AttachResult attach_side(const std::string& dev, const AttachOptions& options)
         record.installed_fq = true;
         rollback.add([&] { restore_root(device.ifindex, record.prior_root); });
     }
-    record.egress = attach_egress(device, hook, program.prog_fd());
-    rollback.add([&] { detach_egress(device, record.egress); });
-    pin_program(program, device.pin_dir());
+    record.attachment = attach_hook(device, hook, program.prog_fd());
+    rollback.add([&] { detach_hook(device, record.attachment); });
+    pin_program(program.prog_fd(), device.pin_dir());
     if (ingress)
         program.set_ack_pacing(true);
     record.save(record_path);

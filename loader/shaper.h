@@ -59,7 +59,7 @@ enum class AttachOutcome { Attached, Upgraded, Moved, AlreadyAttached };
 struct AttachResult {
     AttachOutcome outcome;
     bool fq_changed = false;  // attached already: the given fq options were applied in place
-    EgressHook hook = EgressHook::TcClsact;  // where the program runs now
+    Hook hook = Hook::TcClsact;  // where the program runs now
     AckPacing ack_pacing = AckPacing::NotAsked;
     std::string ack_pacing_why;  // Unavailable: a sentence
 };
@@ -84,7 +84,7 @@ struct DeviceStatus {
     Device device;  // device.direction: the side shown
     bool present = true;  // false: the device was deleted while attached
     uint32_t mode = 0;
-    EgressHook hook = EgressHook::TcClsact;
+    Hook hook = Hook::TcClsact;
     uint32_t program_id = 0;
     std::string program_tag;  // hex hash of its instructions: which build runs ("" if none)
     bool uses_set_tstamp = false;
@@ -106,8 +106,8 @@ struct ManagedDevice {
     uint64_t netns = 0;
     uint32_t mode = 0;
     bool present = false;
-    bool gone = false;  // the device is known gone with our program (egress_gone): detach_gone's
-    EgressAttachment egress;
+    bool gone = false;  // the device is known gone with our program (hook_gone): detach_gone's
+    HookAttachment attachment;
     Direction direction = Direction::Egress;
     bool for_ack_pacing = false;  // a send side its receive side's attach brought (AttachRecord)
 };
@@ -134,8 +134,9 @@ public:
     // Whether the device's side has an attach record (Error for an unknown device).
     static bool is_attached(const std::string& dev, Direction side = Direction::Egress);
 
-    // One command's change each: made on the device's whole configuration, checked by
-    // check_config() and applied by plan_config()'s steps, as apply -f is. A horizon of 0 is
+    // One command's change each: a one-item plan, checked by the checks check_config() makes
+    // of a whole configuration against what the device holds, reading only what the item
+    // touches (shaper_items.cpp), and run by apply() as apply -f's steps are. A horizon of 0 is
     // the side's default. Rules are compiled into the inactive generation, then switched to.
     void add_class(const ClassSpec& spec) const;
     void change_class(const ClassSpec& spec) const;  // a full spec: read class_spec() first
@@ -171,6 +172,10 @@ public:
     // index before it runs (tests throw from it).
     void apply(const std::vector<ConfigStep>& steps, const CheckedRules& rules,
                const std::function<void(size_t)>& before_step = {}) const;
+    // The side's classes, rules and default class made to match `desired`'s (horizons of 0 are
+    // the side's defaults): checked whole, planned and run by apply() as a file's are. Reads the
+    // whole configuration: for small sides (a container's). Returns the steps run.
+    std::vector<ConfigStep> converge(ShaperConfig desired) const;
     // Changes the fq options in place (edt mode: install_fq again) and records them.
     void set_fq_options(const FqOptions& fq);
 
@@ -181,9 +186,9 @@ private:
     Shaper(Device device, AttachRecord record, ShaperMaps maps, Fd lock)
         : device_(std::move(device)), record_(std::move(record)), maps_(std::move(maps)),
           lock_(std::move(lock)) {}
-    // The configuration with `edit` made, checked whole, then planned and applied; a fault is
-    // one line in the command's terms.
-    void change(const std::function<void(ShaperConfig&)>& edit) const;
+    // One command's change: `plan` checks it and returns its steps (filling in the rules they
+    // publish, if any), which apply() runs; a fault is one line in the command's terms.
+    void change(const std::function<std::vector<ConfigStep>(CheckedRules&)>& plan) const;
     std::string fault_text(const ConfigFault& fault) const;
     std::string no_class(uint32_t id) const;  // "no class N", and whether the other side has N
 

@@ -8,31 +8,16 @@
 #include "core/error.h"
 #include "loader/rules.h"
 
-// Shaper's changes to classes, rules and the default class: a plan's steps, and each command's
-// one-item change made through them.
+// Shaper's changes to classes, rules and the default class: a plan's steps, run with their undo
+// (one command's one-item plans: shaper_items.cpp).
 namespace shaperctl {
 namespace {
-
-std::string ids_text(const std::vector<uint32_t>& ids)
-{
-    std::string out;
-    for (uint32_t id : ids)
-        out += (out.empty() ? "" : ", ") + std::to_string(id);
-    return out;
-}
 
 void set_default_class(const ShaperMaps& maps, uint32_t id)
 {
     shaper_settings settings = maps.settings();
     settings.default_class = id;
     maps.set_settings(settings);
-}
-
-ClassSpec* find_class(ShaperConfig& config, uint32_t id)
-{
-    auto it = std::find_if(config.classes.begin(), config.classes.end(),
-                           [&](const ClassSpec& c) { return c.id == id; });
-    return it == config.classes.end() ? nullptr : &*it;
 }
 
 }  // namespace
@@ -116,9 +101,13 @@ void Shaper::apply(const std::vector<ConfigStep>& steps, const CheckedRules& rul
                 // A new class starts idle, with full credit. Steps in a row are written together.
                 new_classes.push_back({step.after.id, class_config_of(step.after)});
                 if (i + 1 == steps.size() || steps[i + 1].kind != Kind::AddClass) {
-                    undo.push_back([this, ids = new_classes] {
-                        for (const auto& added : ids)
-                            maps_.erase_class(added.first);
+                    std::vector<uint32_t> ids;
+                    ids.reserve(new_classes.size());
+                    for (const auto& added : new_classes)
+                        ids.push_back(added.first);
+                    undo.push_back([this, ids = std::move(ids)] {
+                        for (uint32_t id : ids)
+                            maps_.erase_class(id);
                     });
                     maps_.add_classes(new_classes);
                     new_classes.clear();
@@ -178,23 +167,6 @@ void Shaper::apply(const std::vector<ConfigStep>& steps, const CheckedRules& rul
     }
 }
 
-void Shaper::change(const std::function<void(ShaperConfig&)>& edit) const
-{
-    const ShaperConfig current = config();
-    ShaperConfig desired;
-    desired.classes.reserve(current.classes.capacity());  // add-class's one more, not a copy more
-    desired = current;
-    edit(desired);
-    for (ClassSpec& c : desired.classes)
-        resolve_horizon(c, device_.direction, record_.mode);
-    try {
-        const CheckedRules rules = check_config(desired, limits(), &current.rules);
-        apply(plan_config(current, desired), rules);
-    } catch (const ConfigFault& fault) {
-        throw Error(fault_text(fault));
-    }
-}
-
 // A fault in the terms of the command that made the one change.
 std::string Shaper::fault_text(const ConfigFault& fault) const
 {
@@ -216,16 +188,6 @@ std::string Shaper::fault_text(const ConfigFault& fault) const
     return dev + fault.what();
 }
 
-void Shaper::add_class(const ClassSpec& spec) const
-{
-    change([&](ShaperConfig& config) {
-        if (find_class(config, spec.id))
-            throw Error(dev_prefix(device_) + "class " + std::to_string(spec.id) +
-                        " already exists (use change-class)");
-        config.classes.push_back(spec);
-    });
-}
-
 ClassSpec Shaper::class_spec(uint32_t id) const
 {
     auto config = maps_.class_config(id);
@@ -235,64 +197,6 @@ ClassSpec Shaper::class_spec(uint32_t id) const
     if (horizon_is_default(spec, device_.direction, record_.mode))
         spec.horizon_ns = 0;  // the default, which follows a new rate
     return spec;
-}
-
-void Shaper::change_class(const ClassSpec& spec) const
-{
-    change([&](ShaperConfig& config) {
-        ClassSpec* c = find_class(config, spec.id);
-        if (!c)
-            throw Error(dev_prefix(device_) + no_class(spec.id));
-        *c = spec;
-    });
-}
-
-void Shaper::del_class(uint32_t id) const
-{
-    change([&](ShaperConfig& config) {
-        if (!find_class(config, id))
-            throw Error(dev_prefix(device_) + no_class(id));
-        const std::string name = dev_prefix(device_) + "class " + std::to_string(id);
-        std::vector<uint32_t> children, prefs;
-        for (const ClassSpec& c : config.classes)
-            if (c.parent == id)
-                children.push_back(c.id);
-        if (!children.empty())
-            throw Error(name + " has children (" + ids_text(children) + "): delete them first");
-        if (config.default_class == id)
-            throw Error(name + " is the default class (set-default --none or another class first)");
-        for (const RuleSpec& r : config.rules)
-            if (r.class_id == id)
-                prefs.push_back(r.pref);
-        if (!prefs.empty())
-            throw Error(name + " has rules (pref " + ids_text(prefs) + "): delete them first");
-        std::erase_if(config.classes, [&](const ClassSpec& c) { return c.id == id; });
-    });
-}
-
-void Shaper::set_default(uint32_t id) const
-{
-    change([&](ShaperConfig& config) { config.default_class = id; });
-}
-
-void Shaper::add_rule(const RuleSpec& rule) const
-{
-    change([&](ShaperConfig& config) {
-        auto at = std::lower_bound(config.rules.begin(), config.rules.end(), rule.pref,
-                                   [](const RuleSpec& r, uint32_t pref) { return r.pref < pref; });
-        if (at != config.rules.end() && at->pref == rule.pref)
-            throw Error(dev_prefix(device_) + "a rule with pref " + std::to_string(rule.pref) +
-                        " exists already (prefs must differ)");
-        config.rules.insert(at, rule);
-    });
-}
-
-void Shaper::del_rule(uint32_t pref) const
-{
-    change([&](ShaperConfig& config) {
-        if (!std::erase_if(config.rules, [&](const RuleSpec& r) { return r.pref == pref; }))
-            throw Error(dev_prefix(device_) + "no rule with pref " + std::to_string(pref));
-    });
 }
 
 std::vector<RuleStatus> Shaper::rules() const

@@ -6,7 +6,7 @@
 
 #include "loader/bpffs.h"
 #include "loader/device_dirs.h"
-#include "loader/egress_hook.h"
+#include "loader/hook.h"
 #include "core/error.h"
 #include "loader/libbpf_log.h"
 
@@ -23,8 +23,8 @@ void hand_over_clsact(const Device& device)
         return;
     const Fd lock = lock_device(other);
     auto record = AttachRecord::load(path);
-    if (record && record->egress.hook == EgressHook::TcClsact && !record->egress.created_clsact) {
-        record->egress.created_clsact = true;
+    if (record && record->attachment.hook == Hook::TcClsact && !record->attachment.created_clsact) {
+        record->attachment.created_clsact = true;
         record->save(path);
     }
 }
@@ -70,10 +70,10 @@ PacingSideAfterDetach Shaper::detach(const std::string& dev, Direction side)
         // A device deleted since attach took its filter and qdiscs with it; its ifindex may
         // name another device by now, which must not be touched. Only the pins are left.
         if (device.current_name() == device.name) {
-            const bool removed_clsact = detach_egress(device, record ? record->egress : EgressAttachment{});
+            const bool removed_clsact = detach_hook(device, record ? record->attachment : HookAttachment{});
             if (record && record->installed_fq)
                 restore_root(device.ifindex, record->prior_root);
-            if (record && record->egress.created_clsact && !removed_clsact)
+            if (record && record->attachment.created_clsact && !removed_clsact)
                 hand_over_clsact(device);
         }
         remove_device_dirs(device);
@@ -92,7 +92,7 @@ std::vector<ManagedDevice> Shaper::list()
             if (!record)
                 continue;
             ManagedDevice m{record->device, record->ifindex, record->netns, record->mode, false, false,
-                            record->egress, record->direction, record->for_ack_pacing};
+                            record->attachment, record->direction, record->for_ack_pacing};
             const Device d{record->device, record->ifindex, record->netns, record->direction};
             if (record->netns == here) {
                 std::string name = d.current_name();
@@ -100,7 +100,7 @@ std::vector<ManagedDevice> Shaper::list()
                 if (m.present)
                     m.name = name;
             }
-            m.gone = egress_gone(d, record->egress, here);
+            m.gone = hook_gone(d, record->attachment, here);
             devices.push_back(m);
         }
     }
@@ -123,7 +123,7 @@ std::vector<ManagedDevice> Shaper::detach_gone()
         if (!lock)
             continue;
         const auto record = AttachRecord::load(device.run_dir() + "/" + kRecordFile);
-        if (!record || !egress_gone(device, record->egress, here))
+        if (!record || !hook_gone(device, record->attachment, here))
             continue;
         remove_device_dirs(device);
         removed.push_back(m);

@@ -4,7 +4,7 @@
 
 #include <thread>
 
-#include "loader/egress_hook.h"
+#include "loader/hook.h"
 #include "loader/fd.h"
 #include "loader/program.h"
 
@@ -32,12 +32,12 @@ void Shaper::status(std::chrono::nanoseconds sample, const std::function<void(co
     st.device = device_;
     st.present = device_.current_name() == device_.name;
     st.mode = record_.mode;
-    st.hook = record_.egress.hook;
+    st.hook = record_.attachment.hook;
     const shaper_settings settings = maps_.settings();
     st.default_class = settings.default_class;
     st.max_classes = maps_.max_classes();
     if (st.present) {
-        st.program_id = egress_prog_id(device_, record_.egress);
+        st.program_id = hook_prog_id(device_, record_.attachment);
         if (st.program_id)
             st.program_tag = prog_tag_hex(st.program_id);
         st.pacing = inspect_pacing(device_.ifindex);

@@ -60,7 +60,7 @@ unsigned filters_on(int ifindex, uint32_t parent)
 
 }  // namespace
 
-bool attach_egress_filter(int ifindex, int prog_fd, uint32_t priority, Direction side)
+bool attach_filter(int ifindex, int prog_fd, uint32_t priority, Direction side)
 {
     bpf_tc_hook hook = clsact_hook(ifindex, side);
     int err = bpf_tc_hook_create(&hook);
@@ -81,7 +81,7 @@ bool attach_egress_filter(int ifindex, int prog_fd, uint32_t priority, Direction
     return created_clsact;
 }
 
-bool detach_egress_filter(int ifindex, uint32_t priority, bool remove_clsact, Direction side)
+bool detach_filter(int ifindex, uint32_t priority, bool remove_clsact, Direction side)
 {
     bpf_tc_hook hook = clsact_hook(ifindex, side);
     bpf_tc_opts opts = filter_opts(priority);
@@ -98,7 +98,7 @@ bool detach_egress_filter(int ifindex, uint32_t priority, bool remove_clsact, Di
     return false;
 }
 
-uint32_t egress_filter_prog_id(int ifindex, uint32_t priority, Direction side)
+uint32_t filter_prog_id(int ifindex, uint32_t priority, Direction side)
 {
     bpf_tc_hook hook = clsact_hook(ifindex, side);
     bpf_tc_opts opts = filter_opts(priority);

@@ -18,15 +18,15 @@ constexpr uint32_t kLegacyTcFilterPriority = 1;
 
 // Attaches (or atomically replaces) the program as our filter at `priority`; returns whether
 // it created the clsact qdisc (and may remove it).
-bool attach_egress_filter(int ifindex, int prog_fd, uint32_t priority,
+bool attach_filter(int ifindex, int prog_fd, uint32_t priority,
                           Direction side = Direction::Egress);
 
 // Removes our filter; removes clsact too when remove_clsact and it holds nothing else. Returns
 // whether it removed clsact.
-bool detach_egress_filter(int ifindex, uint32_t priority, bool remove_clsact,
+bool detach_filter(int ifindex, uint32_t priority, bool remove_clsact,
                           Direction side = Direction::Egress);
 
 // The program id our filter runs, 0 when there is none.
-uint32_t egress_filter_prog_id(int ifindex, uint32_t priority, Direction side = Direction::Egress);
+uint32_t filter_prog_id(int ifindex, uint32_t priority, Direction side = Direction::Egress);
 
 }  // namespace shaperctl

@@ -71,7 +71,7 @@ bool kernel_has_tcx()
     return has;
 }
 
-void attach_tcx_egress(int ifindex, int prog_fd, const std::string& pin_path, Direction side)
+void attach_tcx(int ifindex, int prog_fd, const std::string& pin_path, Direction side)
 {
     if (Fd old = open_link(pin_path)) {
         if (on_device(link_info(old.get()), ifindex, side)) {
@@ -99,7 +99,7 @@ void replace_tcx_program(const std::string& pin_path, int prog_fd)
         throw Error(errno_message("cannot replace the program of the tcx link " + pin_path, errno));
 }
 
-uint32_t tcx_egress_prog_id(const std::string& pin_path, int ifindex, Direction side)
+uint32_t tcx_prog_id(const std::string& pin_path, int ifindex, Direction side)
 {
     Fd link = open_link(pin_path);
     if (!link)
@@ -117,7 +117,7 @@ bool tcx_link_defunct(const std::string& pin_path)
     return info.type == kLinkTypeTcx && info.ifindex == 0;
 }
 
-void detach_tcx_egress(const std::string& pin_path)
+void detach_tcx(const std::string& pin_path)
 {
     Fd link = open_link(pin_path);
     if (!link)

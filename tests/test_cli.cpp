@@ -70,7 +70,7 @@ TEST_F(Cli, AttachIsIdempotentAndDetachLeavesNothing)
     EXPECT_GT(st["program_id"].get<uint32_t>(), 0u);
     EXPECT_EQ(st["qdisc"]["fq_everywhere"], false);
     if (!shaperctl::kernel_has_tcx()) {
-        EXPECT_NE(ns_->tc("filter show dev sh0 egress").find("shaper_egress"), std::string::npos);
+        EXPECT_NE(ns_->tc("filter show dev sh0 egress").find(" shaper:["), std::string::npos);
     }
 
     Outcome again = sh("attach --dev sh0 --mode police");
@@ -314,6 +314,41 @@ TEST_F(Cli, BadInputIsRefusedInOneLineAndChangesNothing)
     }
 }
 
+// One-item commands check only what they touch, with the faults a whole file would have: a
+// chain of parents as deep as the datapath charges, a parent moved with its children under it,
+// a class that rules still name.
+TEST_F(Cli, OneItemChangesKeepTheTreeAndTheRulesWhole)
+{
+    ok("attach --dev sh0 --mode police");
+    for (int id = 1; id <= SHAPER_MAX_DEPTH; id++)
+        ok("add-class --dev sh0 --id " + std::to_string(id) + " --rate 1mbit" +
+           (id > 1 ? " --parent " + std::to_string(id - 1) : ""));
+    ok("add-class --dev sh0 --id 20 --rate 1mbit");
+    ok("add-class --dev sh0 --id 21 --rate 1mbit --parent 20");
+    ok("add-rule --dev sh0 --pref 5 --class 21 --dst 10.3.0.0/16");
+    const json before = config();
+    const std::vector<std::pair<std::string, std::string>> cases = {
+        {"add-class --dev sh0 --id 9 --rate 1mbit --parent 8", "class 9 under parent 8 would be more than 8 levels deep"},
+        {"change-class --dev sh0 --id 20 --parent 7", "class 21 under parent 20 would be more than 8 levels deep"},
+        {"change-class --dev sh0 --id 1 --parent 8", "parent 8 of class 1 would make a cycle"},
+        {"del-class --dev sh0 --id 21", "has rules (pref 5)"},
+        {"add-rule --dev sh0 --pref 5 --class 20 --dst 10.4.0.0/16", "a rule with pref 5 exists already"},
+        {"set-default --dev sh0 --class 22", "no class 22"},
+    };
+    for (const auto& [args, needle] : cases) {
+        refused(args, needle);
+        EXPECT_EQ(config(), before) << args << " changed the configuration";
+    }
+    ok("change-class --dev sh0 --id 20 --parent 6");  // 21 on the 8th level: allowed
+    ok("del-rule --dev sh0 --pref 5");
+    ok("del-class --dev sh0 --id 21");
+    const json st = status();
+    ASSERT_EQ(st["classes"].size(), size_t(SHAPER_MAX_DEPTH) + 1);
+    EXPECT_EQ(st["classes"].back()["id"], 20);
+    EXPECT_EQ(st["classes"].back()["parent"], 6);
+    EXPECT_EQ(st["rules"].size(), 0u);
+}
+
 TEST_F(Cli, MissingPrivilegesAreNamed)
 {
     if (run("setpriv --version").output.find("util-linux") == std::string::npos)
@@ -337,7 +372,7 @@ TEST_F(Cli, AttachedProgramRunThroughItsPinChargesTheClass)
     // By a mark only this test's packets carry: the device's own traffic (IPv6 neighbour
     // discovery, MLD) would land in a default class while the test runs.
     ok("add-rule --dev sh0 --pref 1 --class 1 --mark 0x77");
-    const int prog = bpf_obj_get((pin_dir() + "/shaper_egress").c_str());
+    const int prog = bpf_obj_get((pin_dir() + "/shaper").c_str());
     ASSERT_GE(prog, 0);
     std::array<uint8_t, 64> frame{};
     __sk_buff ctx{};

@@ -134,7 +134,7 @@ protected:
     // `count` packets of `wire_len` bytes through the attached program (BPF_PROG_TEST_RUN).
     void send(unsigned count, uint32_t wire_len)
     {
-        const std::string pin = shaperctl::Device::resolve("sh0").pin_dir() + "/shaper_egress";
+        const std::string pin = shaperctl::Device::resolve("sh0").pin_dir() + "/shaper";
         const int prog = bpf_obj_get(pin.c_str());
         ASSERT_GE(prog, 0) << pin;
         std::array<uint8_t, 64> frame{};

@@ -67,7 +67,7 @@ protected:
         const std::string name = direction_name(direction);
         if (kernel_has_tcx())
             return access((side(direction).pin_dir() + "/tcx_" + name).c_str(), F_OK) == 0;
-        return ns_->tc("filter show dev sh0 " + name).find("shaper_egress") != std::string::npos;
+        return ns_->tc("filter show dev sh0 " + name).find(" shaper:[") != std::string::npos;
     }
 };
 

@@ -381,18 +381,22 @@ TEST_F(Hooks, ClsactAttachMovesToTcxKeepingClassesRulesAndClocks)
     EXPECT_NE(access(pin_dir().c_str(), F_OK), 0);
 }
 
-// A record and filter as builds before TCX left them: our filter at priority 1, no hook in the
-// record. Attaching again moves the program (to TCX where the kernel has it, else to our
-// filter's current priority) and leaves exactly one of ours on the device.
+// A record, filter and pin as builds before TCX left them: our filter at priority 1, no hook in
+// the record, the program pinned as shaper_egress. Attaching again moves the program (to TCX
+// where the kernel has it, else to our filter's current priority), leaves exactly one of ours on
+// the device and pins it under today's name.
 TEST_F(Hooks, OlderBuildsFilterAtPriorityOneIsMoved)
 {
     ok("attach --dev sh0 --mode police", "SHAPERCTL_ATTACH=tc ");
     add_marked_class("--rate 1gbit");
+    const std::string pin = pin_dir() + "/shaper", older_pin = pin_dir() + "/shaper_egress";
     {
-        Fd prog(bpf_obj_get((pin_dir() + "/shaper_egress").c_str()));
+        Fd prog(bpf_obj_get(pin.c_str()));
         ASSERT_TRUE(prog);
         ASSERT_EQ(tc_filter(ifindex(), 0x5348, 1, prog.get()), 0);
         ASSERT_EQ(tc_filter(ifindex(), 0x5348, 0x8000), 0);
+        ASSERT_EQ(bpf_obj_pin(prog.get(), older_pin.c_str()), 0);
+        ASSERT_EQ(unlink(pin.c_str()), 0);
         json record = json::parse(read_file(record_path()));
         record.erase("hook");
         record.erase("tc_priority");
@@ -400,6 +404,7 @@ TEST_F(Hooks, OlderBuildsFilterAtPriorityOneIsMoved)
     }
     const uint32_t old_prog = status()["program_id"];
     EXPECT_NE(old_prog, 0u) << "the record without a priority names priority 1";
+    EXPECT_EQ(doctor_finding("dev sh0 pins")["status"], "ok") << "the older pin's name is read too";
 
     Outcome o = sh("attach --dev sh0 --mode police");
     ASSERT_EQ(o.status, 0) << o.err;
@@ -411,6 +416,8 @@ TEST_F(Hooks, OlderBuildsFilterAtPriorityOneIsMoved)
     EXPECT_EQ(our_tc_filters() + tcx_egress_programs(ifindex()).size(), 1u) << filters;
     send_marked(10);
     EXPECT_EQ(status()["classes"][0]["packets"], 10) << "charged once";
+    EXPECT_EQ(access(pin.c_str(), F_OK), 0);
+    EXPECT_NE(access(older_pin.c_str(), F_OK), 0);
 
     ok("detach --dev sh0");
     EXPECT_FALSE(has_clsact()) << "created by the first attach: removed";
