@@ -90,7 +90,9 @@ public:
     shaper_rule_stats rule_counters(uint32_t slot) const;
     std::vector<shaper_rule_stats> all_rule_counters() const;  // by slot, in batched reads
     // Replaces generation `gen` of the compiled rule maps (the datapath reads the other one).
-    void install_rules(const CompiledRules& compiled, uint32_t gen) const;
+    // `held`: what that generation holds (loader/rule_record.h), so only the difference is
+    // written; null: it is written whole.
+    void install_rules(const CompiledRules& compiled, uint32_t gen, const CompiledRules* held = nullptr) const;
 
 private:
     ShaperMaps() = default;

@@ -4,6 +4,8 @@
 #include <bpf/libbpf.h>
 
 #include <cerrno>
+#include <map>
+#include <string>
 
 #include "core/error.h"
 #include "loader/map_batch.h"
@@ -83,43 +85,67 @@ std::vector<shaper_rule_stats> ShaperMaps::all_rule_counters() const
     return sums;
 }
 
-void ShaperMaps::install_rules(const CompiledRules& compiled, uint32_t gen) const
+void ShaperMaps::install_rules(const CompiledRules& compiled, uint32_t gen, const CompiledRules* held) const
 {
     LIBBPF_OPTS(bpf_map_batch_opts, opts);
-    // 1. Forget what this generation held before (the datapath reads the other one).
+    using Bytes = std::string;  // a key's or a value's bytes, to compare and order them
+    auto bytes = [](const auto& v) { return Bytes(reinterpret_cast<const char*>(&v), sizeof v); };
+
+    // 1. Forget what this generation held and the new set has not (the datapath reads the other
+    //    generation): where it is known, those entries; else every entry of the generation.
     std::vector<shaper_rule_key> stale;
-    for (const shaper_rule_key& k : index_keys(rule_index_.get()))
-        if (k.tuple / SHAPER_MAX_TUPLES == gen)
-            stale.push_back(k);
+    std::map<Bytes, Bytes> had;  // key -> value, where known
+    if (held) {
+        for (const auto& [k, v] : held->entries)
+            had.emplace(bytes(k), bytes(v));
+        std::map<Bytes, bool> kept;
+        for (const auto& [k, v] : compiled.entries)
+            kept.emplace(bytes(k), true);
+        for (const auto& [k, v] : held->entries)
+            if (!kept.count(bytes(k)))
+                stale.push_back(k);
+    } else {
+        for (const shaper_rule_key& k : index_keys(rule_index_.get()))
+            if (k.tuple / SHAPER_MAX_TUPLES == gen)
+                stale.push_back(k);
+    }
     uint32_t deleted = uint32_t(stale.size());
     if (!stale.empty() && bpf_map_delete_batch(rule_index_.get(), stale.data(), &deleted, &opts))
         for (size_t i = deleted; i < stale.size(); i++)  // the rest one by one
             bpf_map_delete_elem(rule_index_.get(), &stale[i]);
 
-    // 2. The index entries, the port segments, then the tuples that make them reachable.
-    if (!compiled.entries.empty()) {
-        std::vector<shaper_rule_key> keys;
-        std::vector<shaper_rule_match> values;
-        for (const auto& [k, v] : compiled.entries) {
-            keys.push_back(k);
-            values.push_back(v);
-        }
-        uint32_t count = uint32_t(keys.size());
-        if (bpf_map_update_batch(rule_index_.get(), keys.data(), values.data(), &count, &opts))
-            throw Error(errno_message("cannot write the rule index", errno));
+    // 2. The index entries, the port segments, then the tuples that make them reachable: those
+    //    that differ from what the generation holds, where that is known.
+    std::vector<shaper_rule_key> keys;
+    std::vector<shaper_rule_match> values;
+    for (const auto& [k, v] : compiled.entries) {
+        const auto was = had.find(bytes(k));
+        if (held && was != had.end() && was->second == bytes(v))
+            continue;
+        keys.push_back(k);
+        values.push_back(v);
     }
-    std::vector<uint32_t> seg_keys(SHAPER_PORT_SEGS_PER_GEN);
-    std::vector<uint16_t> seg_values(SHAPER_PORT_SEGS_PER_GEN);
+    uint32_t count = uint32_t(keys.size());
+    if (count && bpf_map_update_batch(rule_index_.get(), keys.data(), values.data(), &count, &opts))
+        throw Error(errno_message("cannot write the rule index", errno));
+    std::vector<uint32_t> seg_keys;
+    std::vector<uint16_t> seg_values;
     for (uint32_t i = 0; i < SHAPER_PORT_SEGS_PER_GEN; i++) {
-        seg_keys[i] = gen * SHAPER_PORT_SEGS_PER_GEN + i;
-        seg_values[i] = i < 65536 ? compiled.sport_segs[i] : compiled.dport_segs[i - 65536];
+        const bool sport = i < 65536;
+        const uint16_t seg = sport ? compiled.sport_segs[i] : compiled.dport_segs[i - 65536];
+        if (held && seg == (sport ? held->sport_segs[i] : held->dport_segs[i - 65536]))
+            continue;
+        seg_keys.push_back(gen * SHAPER_PORT_SEGS_PER_GEN + i);
+        seg_values.push_back(seg);
     }
-    uint32_t count = SHAPER_PORT_SEGS_PER_GEN;
-    if (bpf_map_update_batch(port_segs_.get(), seg_keys.data(), seg_values.data(), &count, &opts))
+    count = uint32_t(seg_keys.size());
+    if (count && bpf_map_update_batch(port_segs_.get(), seg_keys.data(), seg_values.data(), &count, &opts))
         throw Error(errno_message("cannot write the port segments", errno));
     for (uint32_t t = 0; t < SHAPER_MAX_TUPLES; t++) {
-        shaper_tuple tuple = t < compiled.tuples.size() ? compiled.tuples[t] : shaper_tuple{};
-        update(tuples_.get(), gen * SHAPER_MAX_TUPLES + t, &tuple, "rule tuple");
+        const shaper_tuple tuple = t < compiled.tuples.size() ? compiled.tuples[t] : shaper_tuple{};
+        const shaper_tuple was = held && t < held->tuples.size() ? held->tuples[t] : shaper_tuple{};
+        if (!held || bytes(tuple) != bytes(was))
+            update(tuples_.get(), gen * SHAPER_MAX_TUPLES + t, &tuple, "rule tuple");
     }
 }
 

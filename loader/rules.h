@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <string>
 #include <vector>
 
 #include "core/rule_compiler.h"
@@ -23,9 +24,12 @@ void del_rule(const ShaperMaps& maps, uint32_t pref);
 uint32_t take_free_rule_slot(std::vector<bool>& used);
 
 // Compiles the stored rules into the inactive generation, then switches the datapath to it.
-void publish_rules(const ShaperMaps& maps);
+// `record_dir` (a side's run directory): each generation's record is kept there, and a publish
+// writes only what differs from it (loader/rule_record.h); "": the generation is written whole.
+void publish_rules(const ShaperMaps& maps, const std::string& record_dir = "");
 // The same with a set compiled already (check_config()), its rules stored in the slots `slot_of`
 // gives their prefs.
-void publish_rules(const ShaperMaps& maps, const CompiledRules& set, const std::map<uint32_t, uint32_t>& slot_of);
+void publish_rules(const ShaperMaps& maps, const CompiledRules& set, const std::map<uint32_t, uint32_t>& slot_of,
+                   const std::string& record_dir = "");
 
 }  // namespace shaperctl

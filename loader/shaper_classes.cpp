@@ -144,9 +144,9 @@ void Shaper::apply(const std::vector<ConfigStep>& steps, const CheckedRules& rul
                 read_rules();
                 undo.push_back([&] {
                     restore_slots();
-                    publish_rules(maps_);
+                    publish_rules(maps_, device_.run_dir());
                 });
-                publish_rules(maps_, rules.set, slot_of);
+                publish_rules(maps_, rules.set, slot_of, device_.run_dir());
                 break;
             }
         }
