@@ -7,8 +7,9 @@
 # changed or removed behind its back), a running container's rates changed in place (shaperctl
 # containers, change-container; CHECK then expects them; an older plugin's record read), DEL
 # twice, DEL after the namespace is gone, 8 parallel
-# ADDs and DELs, the error objects (invalid JSON, no prevResult, zero and negative rate,
-# unsupported cniVersion, no host device, no CNI_COMMAND) with nothing changed. Where sch_fq
+# ADDs and DELs (3 in the VM), the error objects (invalid JSON, no prevResult, zero and negative
+# rate, unsupported cniVersion, no host device, no CNI_COMMAND; on the host only) with nothing
+# changed. Where sch_fq
 # exists (the VM) the host veth's egress must pace (edt, fq on every queue) and packets must be
 # counted by the classes both ways; on a kernel without it, police mode.
 #
@@ -265,8 +266,11 @@ check "DEL of both removed their records" eval '[ -z "$(listed "$C")$(listed "$C
 check "... and left no device, side or pin" nothing_left
 ip netns del "$C"; ip netns del "$C2"
 
-# --- 8 parallel ADDs, then 8 parallel DELs --------------------------------------------------------
+# --- parallel ADDs, then parallel DELs: 8 on the host, 3 in the VM (each ADD there loads the
+# datapath, seconds of TCG; three already race on the lock, the pins and fq on every queue) ------
 N="1 2 3 4 5 6 7 8"
+[ -n "${SHAPERCTL_VM:-}" ] && N="1 2 3"
+NP=$(echo $N | wc -w)
 for i in $N; do
   ip netns add "$TAG-p$i" && plugin bridge ADD "$TAG-p$i" "$(conf_bridge)" && cp "$WORK/out.$TAG-p$i" "$WORK/prev.$TAG-p$i" ||
     fail "bridge ADD p$i"
@@ -278,23 +282,30 @@ for i in $N; do
 done
 bad=0
 for p in $pids; do wait "$p" || bad=$((bad + 1)); done
-check "8 parallel ADDs succeed ($bad failed)" [ $bad = 0 ]
+check "$NP parallel ADDs succeed ($bad failed)" [ $bad = 0 ]
 ok=0
 for i in $N; do
   V=$(host_veth "$TAG-p$i")
   [ "$(sides_of "$V")" = "egress:$egress_mode ingress:police" ] && [ "$(class_of "$V")" = "10000000 12500" ] &&
     [ "$(class_of "$V" --ingress)" = "20000000 25000" ] && ok=$((ok + 1))
 done
-check "all 8 host veths shaped both ways ($ok of 8)" [ $ok = 8 ]
+check "all $NP host veths shaped both ways ($ok of $NP)" [ $ok = $NP ]
 pids=""
 for i in $N; do plugin shaperctl-cni DEL "$TAG-p$i" "$(conf_shaper "$(cat "$WORK/prev.$TAG-p$i")")" & pids="$pids $!"; done
 bad=0
 for p in $pids; do wait "$p" || bad=$((bad + 1)); done
-check "8 parallel DELs succeed ($bad failed)" [ $bad = 0 ]
+check "$NP parallel DELs succeed ($bad failed)" [ $bad = 0 ]
 check "... left no device, side or pin" nothing_left
 for i in $N; do plugin bridge DEL "$TAG-p$i" "$(conf_bridge)"; ip netns del "$TAG-p$i"; done
 
-# --- errors: a JSON object with the spec's code, exit non-zero, nothing changed -------------------
+# --- errors: a JSON object with the spec's code, exit non-zero, nothing changed. On the host only:
+# they are refused before the kernel is asked anything, and take a second each under TCG. ---------
+if [ -n "${SHAPERCTL_VM:-}" ]; then
+  echo "cni-test: the error objects are checked on the host (cni_host)"
+  echo "cni-test: $PASSES passed, $FAILS failed"
+  [ $FAILS = 0 ]
+  exit
+fi
 C=$TAG-e
 ip netns add "$C"
 plugin bridge ADD "$C" "$(conf_bridge)" && cp "$WORK/out.$C" "$WORK/prev.$C"
