@@ -58,6 +58,17 @@ protected:
     }
 
     std::string pin_dir() { return shaperctl::Device::resolve("sh0").pin_dir(); }
+
+    // The sides `list` shows in the test's namespace: it lists every namespace's, and the machine
+    // may shape devices of its own, or run another test beside this one.
+    json listed_here()
+    {
+        json here = json::array();
+        for (const json& d : json::parse(sh("list --json").out))
+            if (d["netns"] == shaperctl::current_netns())
+                here.push_back(d);
+        return here;
+    }
 };
 
 TEST_F(Cli, AttachIsIdempotentAndDetachLeavesNothing)
@@ -525,7 +536,7 @@ TEST_F(Cli, DeviceDeletedWhileAttached)
     json st = status();
     EXPECT_EQ(st["present"], false);
     EXPECT_EQ(st["classes"].size(), 1u);
-    json list = json::parse(sh("list --json").out);
+    json list = listed_here();
     ASSERT_EQ(list.size(), 1u);
     EXPECT_EQ(list[0]["present"], false);
 
@@ -534,7 +545,7 @@ TEST_F(Cli, DeviceDeletedWhileAttached)
     ok("detach --dev sh0");
     EXPECT_NE(access(pins.c_str(), F_OK), 0) << "pins left in " << pins;
     refused("status --dev sh0", "not attached");  // the new sh0 was never attached
-    EXPECT_EQ(json::parse(sh("list --json").out).size(), 0u);
+    EXPECT_EQ(listed_here().size(), 0u);
 }
 
 TEST_F(Cli, ListShowsManagedDevices)
@@ -591,11 +602,12 @@ TEST_P(DetachGone, RemovesWhatDeletedDevicesAndNamespacesLeft)
 
     ns_->ip("link del x0");
     must_run(ip_tool() + " netns del " + gone_ns);
-    auto states = [&] {
+    auto states = [&] {  // of this test's two namespaces' sides (list shows every namespace's)
         std::map<std::string, std::string> state;
         for (auto& d : json::parse(sh("list --json").out))
-            state[d["device"].get<std::string>() + " " + d["direction"].get<std::string>()] =
-                d["present"] == true ? "present" : d["gone"] == true ? "gone" : "unknown";
+            if (d["netns"] == shaperctl::current_netns() || d["netns"] == std::stoull(inode))
+                state[d["device"].get<std::string>() + " " + d["direction"].get<std::string>()] =
+                    d["present"] == true ? "present" : d["gone"] == true ? "gone" : "unknown";
         return state;
     };
     const std::map<std::string, std::string> expected = {{"g0 egress", tcx ? "gone" : "unknown"},

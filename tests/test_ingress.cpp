@@ -275,8 +275,8 @@ TEST_F(IngressSide, AttachAlonePacesAcksWhereItCanAndDetachTakesThatSendSideAway
     ASSERT_EQ(file["devices"].size(), 1u) << file;
     EXPECT_EQ(file["devices"][0]["direction"], "ingress") << "the bare send side is the receive side's";
     bool listed_for_pacing = false;
-    for (const json& d : json::parse(sh("list --json").out))
-        if (d["device"] == "sh0" && d["direction"] == "egress")
+    for (const json& d : json::parse(sh("list --json").out))  // every namespace's: this one's sh0
+        if (d["device"] == "sh0" && d["direction"] == "egress" && d["netns"] == shaperctl::current_netns())
             listed_for_pacing = d["for_ack_pacing"];
     EXPECT_TRUE(listed_for_pacing);
     EXPECT_EQ(sh("attach --dev sh0 --ingress").out, "sh0: already attached with this program; nothing changed\n");

@@ -92,10 +92,13 @@ within_bound() {  # "BYTES HORIZON_NS RATE_BPS" SECONDS
     'BEGIN { exit !(b <= burst + r / 8 * (t + h / 1e9) + 65536) }'
 }
 device_of() { sc containers --json | jq -r --arg id "$1" '.[] | select(.container == $id) | .device'; }
+# The sides `list` shows in the test's host namespace: it lists every namespace's, and a machine
+# running the suite may shape something of its own.
+sides_here() { sc list --json | jq -c --argjson ns "$(stat -L -c %i "/run/netns/$HOST")" '[.[] | select(.netns == $ns)]'; }
 left_behind() {  # nothing of shaperctl left: records, attached devices, pins
   local records devices pins
   records=$(sc containers --json | jq length)
-  devices=$(sc list --json | jq length)
+  devices=$(sides_here | jq length)
   pins=$(find /sys/fs/bpf/shaperctl -mindepth 2 -maxdepth 2 -path "*/ns$(stat -L -c %i "/run/netns/$HOST")/*" 2>/dev/null | wc -l)
   echo "$records records, $devices attached sides, $pins pin directories"
   [ "$records" = 0 ] && [ "$devices" = 0 ] && [ "$pins" = 0 ]
@@ -150,7 +153,7 @@ runtime_cases() {  # RUNTIME
   for p in "${pids[@]}"; do wait "$p" && ok=$((ok + 1)); done
   local records shaped
   records=$(sc containers --json | jq length)
-  shaped=$(sc list --json | jq '[.[] | select(.container != null)] | length')
+  shaped=$(sides_here | jq '[.[] | select(.container != null)] | length')
   [ "$ok" = $N ] || echo "  (the runtime said: $(why_not 2>/dev/null | tail -3 | tr '\n' ' '))"
   check "$rt-$N-at-once" "$ok of $N started at once; $records records, $shaped shaped sides" \
     '[ "$ok" = $N ] && [ "$records" = $N ] && [ "$shaped" = $((2 * N)) ]'
