@@ -11,47 +11,10 @@
 # Environment: BUILD_DIR (default build/).
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-BUILD=${BUILD_DIR:-$ROOT/build}
-SHAPERCTL=$BUILD/cli/shaperctl
-CLASSES=100000
-RULES=10000
-MAX_CLASSES=131072
-RUNS=20
-JSON_OUT=""
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --classes) CLASSES=$2; shift ;;
-    --rules) RULES=$2; shift ;;
-    --runs) RUNS=$2; shift ;;
-    --json) JSON_OUT=$2; shift ;;
-    -h|--help) sed -n '2,/^set -e/p' "$0" | grep '^#' | cut -c3-; exit 0 ;;
-    *) echo "bench/one-item.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
-  esac
-  shift
-done
-[ "$(id -u)" = 0 ] || { echo "bench/one-item.sh: needs root" >&2; exit 1; }
-[ -x "$SHAPERCTL" ] || { echo "bench/one-item.sh: $SHAPERCTL not built (scripts/build.sh)" >&2; exit 1; }
-command -v jq >/dev/null || { echo "bench/one-item.sh: jq is missing (scripts/install-deps.sh)" >&2; exit 1; }
-
-TMP=$(mktemp -d /tmp/shaperctl-one-item.XXXXXX)
-NS=shitem-$$
-cleanup() {
-  set +e
-  if [ -e "/run/netns/$NS" ]; then
-    "$SHAPERCTL" -n "$NS" detach --dev vA >/dev/null 2>&1
-    ip netns del "$NS"
-  fi
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+FLEET_NAME=one-item RUNS=20
+source "$(dirname "$0")/fleet-lib.sh"
 log() { printf '[one-item] %s\n' "$*" >&2; }
 
-ip netns add "$NS"
-ip -n "$NS" link add vA type veth peer name vB
-ip -n "$NS" link set vA up
-ip -n "$NS" link set vB up
 cli() { "$SHAPERCTL" -n "$NS" "$@" --dev vA; }
 
 # ms VERB ARGS...: one run's wall time in ms (the command must succeed).
@@ -67,7 +30,7 @@ ms() {
 # "size verb median_ms max_ms". Ids and prefs beyond the fleet's are the bench's own.
 size() {
   local classes=$1 rules=$2 i verb
-  "$ROOT/bench/fleet-config.sh" vA "$classes" "$rules" "$MAX_CLASSES" >"$TMP/fleet.json"
+  fleet_config "$classes" "$rules"
   log "apply -f: $classes classes + $rules rules"
   "$SHAPERCTL" -n "$NS" apply -f "$TMP/fleet.json" >/dev/null
   local id=$((classes + 100)) pref=$((rules + 100)) leaf=$classes

@@ -10,52 +10,13 @@
 # Environment: BUILD_DIR (default build/). Method and numbers: bench/README.md, section 3.
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-BUILD=${BUILD_DIR:-$ROOT/build}
-SHAPERCTL=$BUILD/cli/shaperctl
-CLASSES=100000
-RULES=10000
-MAX_CLASSES=131072
-RUNS=5
-JSON_OUT=""
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --classes) CLASSES=$2; shift ;;
-    --rules) RULES=$2; shift ;;
-    --runs) RUNS=$2; shift ;;
-    --json) JSON_OUT=$2; shift ;;
-    -h|--help) sed -n '2,/^set -e/p' "$0" | grep '^#' | cut -c3-; exit 0 ;;
-    *) echo "bench/status.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
-  esac
-  shift
-done
-[ "$(id -u)" = 0 ] || { echo "bench/status.sh: needs root" >&2; exit 1; }
-[ -x "$SHAPERCTL" ] || { echo "bench/status.sh: $SHAPERCTL not built (scripts/build.sh)" >&2; exit 1; }
-for tool in ip jq curl /usr/bin/time; do
-  command -v "$tool" >/dev/null || { echo "bench/status.sh: $tool is missing (scripts/install-deps.sh)" >&2; exit 1; }
-done
-
-TMP=$(mktemp -d /tmp/shaperctl-status-bench.XXXXXX)
-NS=shstatus-$$
+FLEET_NAME=status RUNS=5 FLEET_TOOLS="curl /usr/bin/time" FLEET_CLEANUP=stop_exporter
 EXPORTER_PID=""
-cleanup() {
-  set +e
-  [ -n "$EXPORTER_PID" ] && kill "$EXPORTER_PID" 2>/dev/null && wait "$EXPORTER_PID" 2>/dev/null
-  if [ -e "/run/netns/$NS" ]; then
-    "$SHAPERCTL" -n "$NS" detach --dev vA >/dev/null 2>&1
-    ip netns del "$NS"
-  fi
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+stop_exporter() { [ -z "$EXPORTER_PID" ] || { kill "$EXPORTER_PID" 2>/dev/null && wait "$EXPORTER_PID" 2>/dev/null; }; }
+source "$(dirname "$0")/fleet-lib.sh"
 log() { printf '[status-bench] %s\n' "$*" >&2; }
 
-ip netns add "$NS"
-ip -n "$NS" link add vA type veth peer name vB
-ip -n "$NS" link set vA up
-ip -n "$NS" link set vB up
-"$ROOT/bench/fleet-config.sh" vA "$CLASSES" "$RULES" "$MAX_CLASSES" >"$TMP/fleet.json"
+fleet_config "$CLASSES" "$RULES"
 log "apply -f: $CLASSES classes + $RULES rules on a veth (police, --max-classes $MAX_CLASSES)"
 "$SHAPERCTL" -n "$NS" apply -f "$TMP/fleet.json" >/dev/null
 

@@ -22,6 +22,11 @@ ClassParents check_classes(const ShaperConfig& config, const ConfigLimits& limit
     return parents;
 }
 
+ConfigFault too_many_rules(size_t n)
+{
+    return ConfigFault(Item::Rules, 0, "", std::to_string(n) + " rules (at most " + std::to_string(SHAPER_MAX_RULES) + ")");
+}
+
 ConfigFault missing(Item item, uint32_t id, const char* field, uint32_t class_id)
 {
     ConfigFault fault(item, id, field, "no class " + std::to_string(class_id));
@@ -68,30 +73,47 @@ CheckedRules check_rules(const std::vector<RuleSpec>& rules, const std::function
                          Direction side, const std::vector<RuleSpec>* published)
 {
     if (rules.size() > SHAPER_MAX_RULES)
-        throw ConfigFault(Item::Rules, 0, "", std::to_string(rules.size()) + " rules (at most " +
-                                                  std::to_string(SHAPER_MAX_RULES) + ")");
-    for (const RuleSpec& r : rules) {
-        if (!has_class(r.class_id))
-            throw missing(Item::Rule, r.pref, "class", r.class_id);
-        // A received packet has no local socket at tc ingress: a cgroup rule could never match.
-        if (side == Direction::Ingress && r.cgroup)
-            throw ConfigFault(Item::Rule, r.pref, "cgroup",
-                              "rule " + std::to_string(r.pref) +
-                                  ": cgroup rules match local sockets, which received packets do "
-                                  "not have at tc ingress");
-    }
-    CheckedRules checked;
+        throw too_many_rules(rules.size());
+    for (const RuleSpec& r : rules)
+        check_rule(r, has_class, side);
     if (published && *published == rules)
-        return checked;
+        return CheckedRules{};
+    std::map<uint32_t, shaper_rule> by_pref;
+    for (const RuleSpec& r : rules)
+        by_pref[r.pref] = compile_checked_rule(r);
+    return check_rule_set(std::move(by_pref));
+}
+
+void check_rule(const RuleSpec& r, const std::function<bool(uint32_t)>& has_class, Direction side)
+{
+    if (!has_class(r.class_id))
+        throw missing(Item::Rule, r.pref, "class", r.class_id);
+    // A received packet has no local socket at tc ingress: a cgroup rule could never match.
+    if (side == Direction::Ingress && r.cgroup)
+        throw ConfigFault(Item::Rule, r.pref, "cgroup",
+                          "rule " + std::to_string(r.pref) +
+                              ": cgroup rules match local sockets, which received packets do not have at tc ingress");
+}
+
+shaper_rule compile_checked_rule(const RuleSpec& r)
+{
+    try {
+        return compile_rule(r);
+    } catch (const Error& e) {
+        throw ConfigFault(Item::Rule, r.pref, "", e.what());
+    }
+}
+
+CheckedRules check_rule_set(std::map<uint32_t, shaper_rule> by_pref)
+{
+    if (by_pref.size() > SHAPER_MAX_RULES)
+        throw too_many_rules(by_pref.size());
+    CheckedRules checked;
+    checked.by_pref = std::move(by_pref);
     std::vector<shaper_rule> compiled;
     std::vector<uint32_t> slots;
-    for (const RuleSpec& r : rules) {
-        try {
-            checked.by_pref[r.pref] = compile_rule(r);
-        } catch (const Error& e) {
-            throw ConfigFault(Item::Rule, r.pref, "", e.what());
-        }
-    }
+    compiled.reserve(checked.by_pref.size());
+    slots.reserve(checked.by_pref.size());
     for (const auto& [pref, rule] : checked.by_pref) {
         slots.push_back(uint32_t(compiled.size()));
         compiled.push_back(rule);

@@ -7,7 +7,10 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/class_config.h"
 #include "core/class_tree.h"
@@ -45,6 +48,9 @@ struct CheckedRules {
     bool compiled = false;  // false: the rules were those already published, left as they are
     std::map<uint32_t, shaper_rule> by_pref;
     CompiledRules set;
+    // The device's rule slots (slot, rule) as read for a one-item check, which apply then takes
+    // instead of reading the 16,384 slots again; none when the check read no slots.
+    std::optional<std::vector<std::pair<uint32_t, shaper_rule>>> slots;
 };
 
 // Checks `config` (class horizons resolved) whole; ConfigFault at the first fault, in the order
@@ -61,5 +67,11 @@ void check_class(const ClassSpec& c, const ConfigLimits& limits);
 ConfigFault tree_fault(const TreeFault& tree);
 CheckedRules check_rules(const std::vector<RuleSpec>& rules, const std::function<bool(uint32_t)>& has_class,
                          Direction side, const std::vector<RuleSpec>* published = nullptr);
+// The steps of check_rules, for a change of one rule: the rule against the device (its class
+// exists; no cgroup on the receive side), its compiled form (fields valid), and a set of rules
+// each already checked, whole (how many, their shapes, their index entries).
+void check_rule(const RuleSpec& rule, const std::function<bool(uint32_t)>& has_class, Direction side);
+shaper_rule compile_checked_rule(const RuleSpec& rule);
+CheckedRules check_rule_set(std::map<uint32_t, shaper_rule> by_pref);
 
 }  // namespace shaperctl

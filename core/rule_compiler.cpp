@@ -43,11 +43,13 @@ struct PortSegments {
     {
         return uint16_t(std::upper_bound(cuts.begin(), cuts.end(), port) - cuts.begin());
     }
-    std::vector<uint16_t> table() const
+    std::vector<uint16_t> table() const  // segment(p) for every port, in one sweep
     {
         std::vector<uint16_t> t(65536);
-        for (uint32_t p = 0; p < 65536; p++)
-            t[p] = segment(p);
+        for (size_t i = 0; i < cuts.size(); i++) {
+            const uint32_t end = i + 1 < cuts.size() ? cuts[i + 1] : 65536;
+            std::fill(t.begin() + cuts[i], t.begin() + end, uint16_t(i + 1));
+        }
         return t;
     }
 };
@@ -162,8 +164,25 @@ CompiledRules compile_rules(const std::vector<shaper_rule>& rules,
     }
 
     // Index entries: each rule under every port segment its ranges cover. Where two rules of a
-    // tuple share a key, only the lower pref can ever win: keep it.
-    std::map<shaper_rule_key, shaper_rule_match, decltype(&key_less)> index(key_less);
+    // tuple share a key, only the lower pref can ever win: keep it. Gathered in a vector, then
+    // sorted by key with the lowest pref first and the rest of each key dropped (a tree of
+    // 10,000 nodes compared by memcmp was most of a one-rule change); compacted whenever it
+    // outgrows twice the map, so the count refused is the distinct keys' as before.
+    std::vector<std::pair<shaper_rule_key, shaper_rule_match>> index;
+    const size_t max_entries = SHAPER_MAX_RULE_ENTRIES / 2;
+    auto compact = [&index] {
+        std::sort(index.begin(), index.end(), [](const auto& a, const auto& b) {
+            const int c = std::memcmp(&a.first, &b.first, sizeof a.first);
+            return c < 0 || (c == 0 && a.second.pref < b.second.pref);
+        });
+        index.erase(std::unique(index.begin(), index.end(),
+                                [](const auto& a, const auto& b) { return !key_less(a.first, b.first); }),
+                    index.end());
+    };
+    auto too_many = [&] {
+        return Error("the rules' port ranges expand to more than " + std::to_string(max_entries) + " index entries");
+    };
+    index.reserve(rules.size());
     for (size_t n = 0; n < rules.size(); n++) {
         const shaper_rule& r = rules[n];
         const uint32_t t = tuple_index[shape_of(r)];
@@ -187,25 +206,31 @@ CompiledRules compile_rules(const std::vector<shaper_rule>& rules,
                 key.sport_seg = uint16_t(s);
                 key.dport_seg = uint16_t(d);
                 mask_key(key, tuple, gen, t);
-                shaper_rule_match match{r.pref, r.class_id, slots[n], 0};
-                auto [it, fresh] = index.emplace(key, match);
-                if (!fresh && r.pref < it->second.pref)
-                    it->second = match;
-                if (index.size() > SHAPER_MAX_RULE_ENTRIES / 2)
-                    throw Error("the rules' port ranges expand to more than " +
-                                std::to_string(SHAPER_MAX_RULE_ENTRIES / 2) + " index entries");
+                index.push_back({key, shaper_rule_match{r.pref, r.class_id, slots[n], 0}});
+                if (index.size() > 2 * max_entries) {
+                    compact();
+                    if (index.size() > max_entries)
+                        throw too_many();
+                }
             }
         }
     }
-    out.entries.assign(index.begin(), index.end());
+    compact();
+    if (index.size() > max_entries)
+        throw too_many();
+    out.entries = std::move(index);
     return out;
 }
 
 CompiledRules place_rules(CompiledRules set, uint32_t gen, const std::map<uint32_t, uint32_t>& slot_of)
 {
+    // Placeholder slot n is the set's n-th pref: where `slot_of` has the set's prefs, its n-th
+    // entry, found without a search (checked against the pref all the same).
+    const std::vector<std::pair<uint32_t, uint32_t>> nth(slot_of.begin(), slot_of.end());
     for (auto& [key, match] : set.entries) {
         key.tuple = uint8_t(gen * SHAPER_MAX_TUPLES + key.tuple);
-        match.slot = slot_of.at(match.pref);
+        const bool placed = match.slot < nth.size() && nth[match.slot].first == match.pref;
+        match.slot = placed ? nth[match.slot].second : slot_of.at(match.pref);
     }
     return set;
 }

@@ -99,6 +99,7 @@ private:
     // The datapath's copy of a config in the class's entry (flags last, or first when it goes).
     void write_entry_config(uint32_t id, const shaper_class_config& config) const;
     void read_dimensions();  // max_classes_, cpus_
+    std::pair<uint32_t, uint32_t> flags_and_parent(uint32_t id) const;
     // The class entries and counters, mapped whole on first use (not from two threads at once):
     // status, which maps a chunk at a time, never maps them whole, so their pages (all mapped
     // at mmap(), 12 MB per CPU at 131,072 classes) never count as its memory.

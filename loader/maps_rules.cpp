@@ -4,7 +4,8 @@
 #include <bpf/libbpf.h>
 
 #include <cerrno>
-#include <map>
+#include <algorithm>
+#include <cstring>
 #include <string>
 
 #include "core/error.h"
@@ -52,6 +53,7 @@ std::vector<shaper_rule_key> index_keys(int fd)
 std::vector<std::pair<uint32_t, shaper_rule>> ShaperMaps::rules() const
 {
     std::vector<std::pair<uint32_t, shaper_rule>> rules;
+    rules.reserve(SHAPER_MAX_RULES);  // address space only: pages are touched as rules fill them
     for_each_entry<shaper_rule>(rules_.get(), SHAPER_MAX_RULES, "the rules", [&](uint32_t slot, const shaper_rule& r) {
         if (r.pref != 0)
             rules.push_back({slot, r});
@@ -88,43 +90,50 @@ std::vector<shaper_rule_stats> ShaperMaps::all_rule_counters() const
 void ShaperMaps::install_rules(const CompiledRules& compiled, uint32_t gen, const CompiledRules* held) const
 {
     LIBBPF_OPTS(bpf_map_batch_opts, opts);
-    using Bytes = std::string;  // a key's or a value's bytes, to compare and order them
-    auto bytes = [](const auto& v) { return Bytes(reinterpret_cast<const char*>(&v), sizeof v); };
+    auto same = [](const auto& a, const auto& b) { return std::memcmp(&a, &b, sizeof a) == 0; };
+    auto key_order = [](const auto& a, const auto& b) { return std::memcmp(&a.first, &b.first, sizeof a.first) < 0; };
+    // Both sets' entries are in key order (compile_rules sorts them; a record keeps that order):
+    // what differs is found in one walk through both. A record out of order is not trusted.
+    if (held && !(std::is_sorted(held->entries.begin(), held->entries.end(), key_order) &&
+                  std::is_sorted(compiled.entries.begin(), compiled.entries.end(), key_order)))
+        held = nullptr;
 
     // 1. Forget what this generation held and the new set has not (the datapath reads the other
-    //    generation): where it is known, those entries; else every entry of the generation.
-    std::vector<shaper_rule_key> stale;
-    std::map<Bytes, Bytes> had;  // key -> value, where known
+    //    generation), and gather what the new set has that differs: where the generation's
+    //    contents are known, only those entries; else every entry of the generation.
+    std::vector<shaper_rule_key> stale, keys;
+    std::vector<shaper_rule_match> values;
     if (held) {
-        for (const auto& [k, v] : held->entries)
-            had.emplace(bytes(k), bytes(v));
-        std::map<Bytes, bool> kept;
-        for (const auto& [k, v] : compiled.entries)
-            kept.emplace(bytes(k), true);
-        for (const auto& [k, v] : held->entries)
-            if (!kept.count(bytes(k)))
-                stale.push_back(k);
+        auto was = held->entries.begin();
+        for (const auto& [k, v] : compiled.entries) {
+            for (; was != held->entries.end() && std::memcmp(&was->first, &k, sizeof k) < 0; ++was)
+                stale.push_back(was->first);
+            if (was != held->entries.end() && same(was->first, k)) {
+                const bool kept = same(was->second, v);
+                ++was;
+                if (kept)
+                    continue;
+            }
+            keys.push_back(k);
+            values.push_back(v);
+        }
+        for (; was != held->entries.end(); ++was)
+            stale.push_back(was->first);
     } else {
         for (const shaper_rule_key& k : index_keys(rule_index_.get()))
             if (k.tuple / SHAPER_MAX_TUPLES == gen)
                 stale.push_back(k);
+        for (const auto& [k, v] : compiled.entries) {
+            keys.push_back(k);
+            values.push_back(v);
+        }
     }
     uint32_t deleted = uint32_t(stale.size());
     if (!stale.empty() && bpf_map_delete_batch(rule_index_.get(), stale.data(), &deleted, &opts))
         for (size_t i = deleted; i < stale.size(); i++)  // the rest one by one
             bpf_map_delete_elem(rule_index_.get(), &stale[i]);
 
-    // 2. The index entries, the port segments, then the tuples that make them reachable: those
-    //    that differ from what the generation holds, where that is known.
-    std::vector<shaper_rule_key> keys;
-    std::vector<shaper_rule_match> values;
-    for (const auto& [k, v] : compiled.entries) {
-        const auto was = had.find(bytes(k));
-        if (held && was != had.end() && was->second == bytes(v))
-            continue;
-        keys.push_back(k);
-        values.push_back(v);
-    }
+    // 2. The index entries, the port segments, then the tuples that make them reachable.
     uint32_t count = uint32_t(keys.size());
     if (count && bpf_map_update_batch(rule_index_.get(), keys.data(), values.data(), &count, &opts))
         throw Error(errno_message("cannot write the rule index", errno));
@@ -144,7 +153,7 @@ void ShaperMaps::install_rules(const CompiledRules& compiled, uint32_t gen, cons
     for (uint32_t t = 0; t < SHAPER_MAX_TUPLES; t++) {
         const shaper_tuple tuple = t < compiled.tuples.size() ? compiled.tuples[t] : shaper_tuple{};
         const shaper_tuple was = held && t < held->tuples.size() ? held->tuples[t] : shaper_tuple{};
-        if (!held || bytes(tuple) != bytes(was))
+        if (!held || !same(tuple, was))
             update(tuples_.get(), gen * SHAPER_MAX_TUPLES + t, &tuple, "rule tuple");
     }
 }

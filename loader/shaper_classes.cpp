@@ -56,19 +56,19 @@ void Shaper::apply(const std::vector<ConfigStep>& steps, const CheckedRules& rul
 {
     using Kind = ConfigStep::Kind;
     // Rule slots as stored: a changed rule keeps its slot, a new one takes the lowest free.
+    using Slots = std::vector<std::pair<uint32_t, shaper_rule>>;
     std::map<uint32_t, uint32_t> slot_of;  // pref -> slot
-    std::map<uint32_t, shaper_rule> stored;  // slot -> rule, before this call
+    Slots read;
+    const Slots* stored = nullptr;  // (slot, rule) in slot order, before this call: the check's, where it read them
     std::vector<bool> used(SHAPER_MAX_RULES);
-    bool rules_read = false;
     auto read_rules = [&] {
-        if (rules_read)
+        if (stored)
             return;
-        for (const auto& [slot, rule] : maps_.rules()) {
+        stored = rules.slots ? &*rules.slots : &(read = maps_.rules());
+        for (const auto& [slot, rule] : *stored) {
             slot_of[rule.pref] = slot;
-            stored[slot] = rule;
             used[slot] = true;
         }
-        rules_read = true;
     };
     // The inverse of every step begun, pushed before the step runs (a step may fail half-way,
     // and each inverse is harmless where its step did nothing), and each slot as it was before
@@ -81,8 +81,9 @@ void Shaper::apply(const std::vector<ConfigStep>& steps, const CheckedRules& rul
             maps_.write_rule(slot, rule);
     };
     auto write_slot = [&](uint32_t slot, const shaper_rule& rule) {
-        const auto was = stored.find(slot);
-        slots_before.emplace(slot, was == stored.end() ? shaper_rule{} : was->second);
+        const auto was = std::lower_bound(stored->begin(), stored->end(), slot,
+                                          [](const auto& entry, uint32_t s) { return entry.first < s; });
+        slots_before.emplace(slot, was != stored->end() && was->first == slot ? was->second : shaper_rule{});
         undo.push_back([this, slot, &slots_before] { maps_.write_rule(slot, slots_before.at(slot)); });
         maps_.write_rule(slot, rule);
     };

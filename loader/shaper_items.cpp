@@ -1,13 +1,16 @@
 #include "loader/shaper.h"
 
 #include <algorithm>
+#include <map>
+#include <utility>
+#include <vector>
 
 #include "core/error.h"
 
 // Each command's one change (add-class, change-class, del-class, set-default, add-rule,
 // del-rule) as a one-item plan: checked by the checks a whole configuration passes
 // (core/config_check.h), against what the device holds, reading only what the item touches (its
-// class, its chain of parents through the entries' mapping, the rules when rules change), then
+// class, its chain of parents a lookup per level, the rule slots once when rules change), then
 // run by apply() with its undo. Only del-class and a change of parent read the whole tree, from
 // the mapping (their children): a few ms at 100,000 classes. And converge(): a small side made
 // to match a whole configuration (a container's class and default) by the same runner.
@@ -32,13 +35,40 @@ struct HeldTree {
     uint32_t parent_of(uint32_t c) const { return c == id ? parent : maps.class_parent(c); }
 };
 
-std::vector<RuleSpec> held_rules(const ShaperMaps& maps)
+// What check_class_tree would find in the device's tree with class `id` moved under `parent`.
+// Only the chains through `id` change, those of the class and of its descendants (the rest of
+// the tree was sound): they are found level by level, one pass over the parents per level
+// (at most SHAPER_MAX_DEPTH), and checked in ascending id, as the whole-tree check does.
+TreeFault moved_subtree_fault(const ShaperMaps& maps, uint32_t id, uint32_t parent)
 {
-    std::vector<RuleSpec> rules;
-    for (const auto& [slot, rule] : maps.rules())
-        rules.push_back(rule_spec_of(rule));
-    std::sort(rules.begin(), rules.end(), [](const RuleSpec& a, const RuleSpec& b) { return a.pref < b.pref; });
-    return rules;
+    const std::vector<std::pair<uint32_t, uint32_t>> pairs = maps.class_parents();
+    std::vector<bool> moved(maps.max_classes());
+    std::vector<uint32_t> members{id};
+    moved[id] = true;
+    for (size_t level = 0, found = 1; found && level < SHAPER_MAX_DEPTH; level++) {
+        found = 0;
+        for (const auto& [child, up] : pairs)
+            if (!moved[child] && up < moved.size() && moved[up]) {
+                moved[child] = true;
+                members.push_back(child);
+                found++;
+            }
+    }
+    std::sort(members.begin(), members.end());
+    const HeldTree tree{maps, id, parent};
+    for (uint32_t m : members)
+        if (TreeFault fault = check_chain(m, tree.parent_of(m), tree))
+            return fault;
+    return {};
+}
+
+// The device's rules by pref, from its slots as read.
+std::map<uint32_t, shaper_rule> rules_by_pref(const std::vector<std::pair<uint32_t, shaper_rule>>& slots)
+{
+    std::map<uint32_t, shaper_rule> by_pref;
+    for (const auto& [slot, rule] : slots)
+        by_pref.emplace(rule.pref, rule);
+    return by_pref;
 }
 
 }  // namespace
@@ -106,15 +136,9 @@ void Shaper::change_class(const ClassSpec& given) const
     resolve_horizon(step.after, device_.direction, record_.mode);
     change([&](CheckedRules&) {
         check_class(step.after, limits());
-        if (step.after.parent != step.before.parent) {
-            // Its children move with it: the whole tree is checked, as apply checks it.
-            std::vector<std::pair<uint32_t, uint32_t>> pairs = maps_.class_parents();
-            for (auto& [id, parent] : pairs)
-                if (id == step.after.id)
-                    parent = step.after.parent;
-            if (const TreeFault tree = check_class_tree(ClassParents(std::move(pairs))))
+        if (step.after.parent != step.before.parent)
+            if (const TreeFault tree = moved_subtree_fault(maps_, step.after.id, step.after.parent))
                 throw tree_fault(tree);
-        }
         return step.after == step.before ? std::vector<ConfigStep>{} : std::vector<ConfigStep>{step};
     });
 }
@@ -133,9 +157,10 @@ void Shaper::del_class(uint32_t id) const
         throw Error(name + " has children (" + ids_text(children) + "): delete them first");
     if (maps_.settings().default_class == id)
         throw Error(name + " is the default class (set-default --none or another class first)");
-    for (const RuleSpec& r : held_rules(maps_))
-        if (r.class_id == id)
-            prefs.push_back(r.pref);
+    for (const auto& [slot, rule] : maps_.rules())
+        if (rule.class_id == id)
+            prefs.push_back(rule.pref);
+    std::sort(prefs.begin(), prefs.end());
     if (!prefs.empty())
         throw Error(name + " has rules (pref " + ids_text(prefs) + "): delete them first");
     change([&](CheckedRules&) {
@@ -159,18 +184,20 @@ void Shaper::set_default(uint32_t id) const
     });
 }
 
+// A rule change reads the slots once, checks the one rule, and compiles the set with it (the
+// held rules were checked when they were put, and their classes cannot go while they stand).
 void Shaper::add_rule(const RuleSpec& rule) const
 {
-    const std::vector<RuleSpec> held = held_rules(maps_);
-    auto at = std::lower_bound(held.begin(), held.end(), rule.pref,
-                               [](const RuleSpec& r, uint32_t pref) { return r.pref < pref; });
-    if (at != held.end() && at->pref == rule.pref)
+    std::vector<std::pair<uint32_t, shaper_rule>> slots = maps_.rules();
+    std::map<uint32_t, shaper_rule> by_pref = rules_by_pref(slots);
+    if (by_pref.count(rule.pref))
         throw Error(dev_prefix(device_) + "a rule with pref " + std::to_string(rule.pref) +
                     " exists already (prefs must differ)");
-    std::vector<RuleSpec> rules = held;
-    rules.insert(rules.begin() + (at - held.begin()), rule);
     change([&](CheckedRules& checked) {
-        checked = check_rules(rules, [&](uint32_t id) { return maps_.has_class(id); }, device_.direction, &held);
+        check_rule(rule, [&](uint32_t id) { return maps_.has_class(id); }, device_.direction);
+        by_pref[rule.pref] = compile_checked_rule(rule);
+        checked = check_rule_set(std::move(by_pref));
+        checked.slots = std::move(slots);
         ConfigStep put, publish;
         put.kind = Kind::PutRule;
         put.new_rule = rule;
@@ -182,19 +209,20 @@ void Shaper::add_rule(const RuleSpec& rule) const
 
 void Shaper::del_rule(uint32_t pref) const
 {
-    const std::vector<RuleSpec> held = held_rules(maps_);
-    std::vector<RuleSpec> rules = held;
-    auto gone = std::find_if(rules.begin(), rules.end(), [&](const RuleSpec& r) { return r.pref == pref; });
-    if (gone == rules.end())
+    std::vector<std::pair<uint32_t, shaper_rule>> slots = maps_.rules();
+    std::map<uint32_t, shaper_rule> by_pref = rules_by_pref(slots);
+    const auto gone = by_pref.find(pref);
+    if (gone == by_pref.end())
         throw Error(dev_prefix(device_) + "no rule with pref " + std::to_string(pref));
     ConfigStep remove, publish;
     remove.kind = Kind::RemoveRule;
-    remove.old_rule = *gone;
+    remove.old_rule = rule_spec_of(gone->second);
     publish.kind = Kind::PublishRules;
     publish.shown = false;
-    rules.erase(gone);
+    by_pref.erase(gone);
     change([&](CheckedRules& checked) {
-        checked = check_rules(rules, [&](uint32_t id) { return maps_.has_class(id); }, device_.direction, &held);
+        checked = check_rule_set(std::move(by_pref));
+        checked.slots = std::move(slots);
         return std::vector<ConfigStep>{remove, publish};
     });
 }

@@ -351,6 +351,14 @@ TEST_F(Cli, OneItemChangesKeepTheTreeAndTheRulesWhole)
         EXPECT_EQ(config(), before) << args << " changed the configuration";
     }
     ok("change-class --dev sh0 --id 20 --parent 6");  // 21 on the 8th level: allowed
+    // A moved subtree whose ids fall as it deepens (found level by level): its deepest is named.
+    ok("add-class --dev sh0 --id 40 --rate 1mbit");
+    ok("add-class --dev sh0 --id 35 --rate 1mbit --parent 40");
+    ok("add-class --dev sh0 --id 32 --rate 1mbit --parent 35");
+    refused("change-class --dev sh0 --id 40 --parent 6", "class 32 under parent 35 would be more than 8 levels deep");
+    ok("change-class --dev sh0 --id 40 --parent 5");  // 32 on the 8th level
+    for (const char* id : {"32", "35", "40"})
+        ok(std::string("del-class --dev sh0 --id ") + id);
     ok("del-rule --dev sh0 --pref 5");
     ok("del-class --dev sh0 --id 21");
     const json st = status();

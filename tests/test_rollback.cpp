@@ -21,6 +21,7 @@
 #include "loader/device.h"
 #include "loader/fd.h"
 #include "loader/shaper.h"
+#include "rule_generation.h"
 #include "shaperctl_process.h"
 
 using namespace shaperctl::test;
@@ -32,49 +33,18 @@ namespace {
 class Rollback : public DeviceTest {
 protected:
     // What the device is: its configuration as dump prints it, and the rule set the datapath
-    // reads (the active generation's tuples and index entries, and the flags beside it).
+    // reads (the active generation's tuples, index entries and port segments, and the flags
+    // beside it).
     std::string state(const shaperctl::Shaper& shaper) const
     {
         std::string out = shaperctl::config_json({{"sh0", shaper.config()}}, shaperctl::host_cgroups()).dump();
         const shaper_settings settings = shaper.maps().settings();
         const uint32_t gen = settings.rules_gen & SHAPER_RULES_GEN_MASK;
         out += "\nrules_gen flags " + std::to_string(settings.rules_gen & (SHAPER_RULES_PRESENT | SHAPER_RULES_CGROUP));
-        const shaperctl::Fd tuples = pinned("shaper_tuples");
-        for (uint32_t i = 0; i < SHAPER_MAX_TUPLES; i++) {
-            const uint32_t key = gen * SHAPER_MAX_TUPLES + i;
-            shaper_tuple t{};
-            EXPECT_EQ(bpf_map_lookup_elem(tuples.get(), &key, &t), 0);
-            out += "\ntuple " + std::to_string(i) + " " + bytes(&t, sizeof t);
-        }
-        const shaperctl::Fd index = pinned("shaper_rule_index");
-        std::set<std::string> entries;
-        shaper_rule_key key{}, next{};
-        const shaper_rule_key* prev = nullptr;
-        while (bpf_map_get_next_key(index.get(), prev, &next) == 0) {
-            shaper_rule_match match{};
-            if (next.tuple / SHAPER_MAX_TUPLES == gen &&
-                bpf_map_lookup_elem(index.get(), &next, &match) == 0) {
-                shaper_rule_key k = next;
-                k.tuple %= SHAPER_MAX_TUPLES;
-                entries.insert(bytes(&k, sizeof k) + " -> " + bytes(&match, sizeof match));
-            }
-            key = next;
-            prev = &key;
-        }
-        for (const std::string& e : entries)
-            out += "\nindex " + e;
-        return out;
-    }
-
-    static std::string bytes(const void* p, size_t n)
-    {
-        std::string hex;
-        char b[3];
-        for (size_t i = 0; i < n; i++) {
-            snprintf(b, sizeof b, "%02x", static_cast<const unsigned char*>(p)[i]);
-            hex += b;
-        }
-        return hex;
+        // After an undo the set may be in the other generation: the text leaves it out.
+        const shaperctl::Fd tuples = pinned("shaper_tuples"), index = pinned("shaper_rule_index"),
+                            segs = pinned("shaper_port_segs");
+        return out + "\n" + rule_generation_text(tuples.get(), index.get(), segs.get(), gen);
     }
 };
 

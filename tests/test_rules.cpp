@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstring>
 #include <filesystem>
+#include <numeric>
 #include <set>
 #include <thread>
 
@@ -20,6 +21,7 @@
 #include "packets.h"
 #include "rule_args.h"
 #include "program_cache.h"
+#include "rule_generation.h"
 
 using namespace shaperctl;
 using namespace shaperctl::test;
@@ -291,6 +293,51 @@ TEST_F(Rules, TooManyShapesAreRefused)
     EXPECT_EQ(maps_->rules().size(), size_t(SHAPER_MAX_TUPLES));
 }
 
+// The compiler alone: index entries are the distinct keys, in key order, each kept by the lowest
+// pref that reaches it; port ranges whose cross product outgrows the index are refused.
+TEST(RuleCompiler, IndexEntriesAreDistinctKeysEachWithItsLowestPref)
+{
+    auto compiled = [](uint32_t pref, uint32_t class_id, RuleArgs args) {
+        args.pref = std::to_string(pref);
+        args.class_id = std::to_string(class_id);
+        return compile_rule(parse_rule(args));
+    };
+    auto in_key_order = [](const CompiledRules& set) {
+        return std::is_sorted(set.entries.begin(), set.entries.end(), [](const auto& a, const auto& b) {
+            return std::memcmp(&a.first, &b.first, sizeof a.first) < 0;
+        });
+    };
+    // 80-90 is cut at 85 and 86 by the other rule: three segments, the middle one reached by both.
+    const CompiledRules set = compile_rules({compiled(10, 2, {.dport = "80-90"}), compiled(5, 3, {.dport = "85"})}, {0, 1}, 0);
+    ASSERT_EQ(set.entries.size(), 3u);
+    EXPECT_TRUE(in_key_order(set));
+    std::multiset<std::pair<uint32_t, uint32_t>> matches;  // (pref, class)
+    for (const auto& [key, match] : set.entries)
+        matches.insert({match.pref, match.class_id});
+    EXPECT_EQ(matches, (std::multiset<std::pair<uint32_t, uint32_t>>{{5, 3}, {10, 2}, {10, 2}}));
+
+    // One rule over every source and destination port, cut into ~730 segments each way by
+    // single-port rules: half a million keys against the index's 131,072.
+    std::vector<shaper_rule> rules{compiled(1, 2, {.sport = "1-65535", .dport = "1-65535"})};
+    for (uint32_t i = 0; i < 364; i++) {
+        rules.push_back(compiled(10 + i, 2, {.sport = std::to_string(100 + 2 * i)}));
+        rules.push_back(compiled(1000 + i, 2, {.dport = std::to_string(100 + 2 * i)}));
+    }
+    std::vector<uint32_t> slots(rules.size());
+    std::iota(slots.begin(), slots.end(), 0u);
+    try {
+        compile_rules(rules, slots, 0);
+        ADD_FAILURE() << "a set of 530,000 index entries was compiled";
+    } catch (const Error& e) {
+        EXPECT_STREQ(e.what(), "the rules' port ranges expand to more than 131072 index entries");
+    }
+    rules.resize(1 + 2 * 100);  // 201 segments each way under the first rule
+    slots.resize(rules.size());
+    const CompiledRules fits = compile_rules(rules, slots, 0);
+    EXPECT_EQ(fits.entries.size(), 201u * 201u + 2 * 100u);  // a key per pair of segments, one per single port
+    EXPECT_TRUE(in_key_order(fits));
+}
+
 TEST_F(Rules, TenThousandRulesMatchCorrectlyAtTheCostOfFew)
 {
     // Cost per packet with 10 rules of 3 shapes, then 10,000 of the same shapes.
@@ -339,43 +386,11 @@ TEST_F(Rules, TenThousandRulesMatchCorrectlyAtTheCostOfFew)
     EXPECT_LT(many, 3 * few + 200) << "cost must not grow with the number of rules";
 }
 
-// What the datapath reads of generation `gen`: its tuples, index entries (ordered) and port
-// segments, as text to compare.
+// What the datapath reads of generation `gen`.
 std::string generation_text(const Program& program, uint32_t gen)
 {
-    auto hex = [](const void* p, size_t n) {
-        std::string out;
-        char b[3];
-        for (size_t i = 0; i < n; i++) {
-            snprintf(b, sizeof b, "%02x", static_cast<const unsigned char*>(p)[i]);
-            out += b;
-        }
-        return out;
-    };
-    std::string out;
-    for (uint32_t t = 0; t < SHAPER_MAX_TUPLES; t++) {
-        const uint32_t key = gen * SHAPER_MAX_TUPLES + t;
-        shaper_tuple tuple{};
-        EXPECT_EQ(bpf_map_lookup_elem(program.map_fd("shaper_tuples"), &key, &tuple), 0);
-        out += "tuple " + hex(&tuple, sizeof tuple) + "\n";
-    }
-    std::set<std::string> entries;
-    const int index = program.map_fd("shaper_rule_index");
-    shaper_rule_key key{}, next{};
-    const shaper_rule_key* prev = nullptr;
-    while (bpf_map_get_next_key(index, prev, &next) == 0) {
-        shaper_rule_match match{};
-        if (next.tuple / SHAPER_MAX_TUPLES == gen && bpf_map_lookup_elem(index, &next, &match) == 0)
-            entries.insert(hex(&next, sizeof next) + " " + hex(&match, sizeof match));
-        key = next;
-        prev = &key;
-    }
-    for (const std::string& e : entries)
-        out += "entry " + e + "\n";
-    std::vector<uint16_t> segs(SHAPER_PORT_SEGS_PER_GEN);
-    read_map_range(program.map_fd("shaper_port_segs"), gen * SHAPER_PORT_SEGS_PER_GEN, SHAPER_PORT_SEGS_PER_GEN,
-                   sizeof(uint16_t), segs.data(), "port segments");
-    return out + "segs " + hex(segs.data(), segs.size() * sizeof(uint16_t)) + "\n";
+    return rule_generation_text(program.map_fd("shaper_tuples"), program.map_fd("shaper_rule_index"),
+                                program.map_fd("shaper_port_segs"), gen);
 }
 
 // A publish writes into the inactive generation only what differs from what its record says it
