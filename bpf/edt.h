@@ -3,7 +3,8 @@
  * Earliest Departure Time from per-class token buckets: what happens to one packet, in order.
  * The class named by classification and its ancestors are walked twice, first to check every
  * level, then to charge each; between the two, the leaf asks sparse.h, fair.h and aqm.h about
- * the packet; stats.h counts. The arithmetic of one level is gcra.h's.
+ * the packet; stats.h counts. The arithmetic of one level is gcra.h's, in a global function per
+ * pass (edt_peek_level, edt_charge_level) that the verifier checks once, whatever the depth.
  *
  * Each level is a token bucket on its class clock (gcra.h): over any interval T it releases at
  * most burst + rate * T plus the one packet that took the last credit.
@@ -85,6 +86,65 @@ static __always_inline __u64 edt_neighbour(struct __sk_buff *skb, const struct p
 	return ((not_arp - 1) >> 31) | view->fields.neighbour;
 }
 
+/* One level of pass 1, in a global function: the verifier checks it once on its own, not once
+ * per level and path of the packet's walk. */
+struct edt_peek {
+	__u64 now;            /* in */
+	__u64 neighbour_mask; /* in: edt_neighbour's, as a mask */
+	__u64 departure;      /* out: where this CPU's charge would start */
+	__u32 parent;         /* out: the level above; 0 at the top */
+	__u32 beyond;         /* out: 1 when that departure lies past the level's horizon */
+};
+
+__noinline int edt_peek_level(__u32 id, struct edt_peek *p)
+{
+	struct shaper_class *cls = gcra_class(id);
+	struct shaper_class_stats *st = stats_of(id);
+
+	if (!p || !gcra_usable(cls))
+		return 0;
+	/* In this CPU's slice, or on the shared clock. */
+	__u64 tat = st ? slice_peek(st, cls, p->now) : *(volatile __u64 *)&cls->tat_ns;
+
+	p->departure = gcra_departure(tat, cls->burst_ns, p->now);
+	p->beyond = p->departure > gcra_horizon(cls, p->now, p->neighbour_mask);
+	p->parent = cls->parent_id;
+	return 1;
+}
+
+/* One level of pass 2, likewise: the packet charged at class `id`. */
+struct edt_charge {
+	__u64 now;            /* in */
+	__u64 neighbour_mask; /* in */
+	__u32 wire_len;       /* in */
+	__u32 segs;           /* in */
+	__u64 departure;      /* out: when the level lets the packet leave */
+	__u32 parent;         /* out */
+	__u32 rounded_up;     /* out: 1 when the charge was rounded up (charge.h) */
+	__u32 refused;        /* out: 1 when the departure lies past the level's horizon */
+};
+
+__noinline int edt_charge_level(__u32 id, struct edt_charge *c)
+{
+	struct shaper_class *cls = gcra_class(id);
+	struct shaper_class_stats *st = stats_of(id);
+
+	if (!c || !st || !gcra_usable(cls))
+		return 0;
+	const __u64 cost = shaper_packet_cost(c->wire_len, c->segs, cls->overhead, cls->mpu);
+	__u32 frac;
+	const __u64 whole = shaper_cost_time(cost, cls->ns_per_byte_fp, &frac);
+	const __u64 charge = shaper_round_time(whole, frac, &st->clock_carry);
+	const __u64 tat = slice_charge(cls, st, c->now, charge, whole + (frac != 0));
+
+	c->departure = gcra_departure(tat, cls->burst_ns, c->now);
+	stats_add(st, c->segs, cost);
+	c->rounded_up = charge != whole;
+	c->refused = c->departure > gcra_horizon(cls, c->now, c->neighbour_mask);
+	c->parent = cls->parent_id;
+	return 1;
+}
+
 /* Shapes a packet of class `class_id`. */
 static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u32 class_id,
 						     const struct edt_packet *pkt, __u64 *departure)
@@ -112,30 +172,27 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 	}
 
 	/* Pass 1: every level must accept the packet before any level is charged. */
+	struct edt_peek peek = {.now = pkt->now, .neighbour_mask = neighbour_mask};
+	bool found = false;
+
 #pragma unroll
 	for (int i = 0; i < SHAPER_MAX_DEPTH; i++) {
-		struct shaper_class *cls = gcra_class(id);
-
-		if (!gcra_usable(cls))
+		if (!edt_peek_level(id, &peek))
 			break;
-		/* Where this CPU's charge would start: in its slice, or on the shared clock. */
-		struct shaper_class_stats *st = i == 0 ? leaf_stats : stats_of(id);
-		__u64 tat = st ? slice_peek(st, cls, pkt->now) : *(volatile __u64 *)&cls->tat_ns;
-		__u64 dep = gcra_departure(tat, cls->burst_ns, pkt->now);
-
-		if (dep > gcra_horizon(cls, pkt->now, neighbour_mask))
-			beyond = true;
-		if (dep > estimate)
-			estimate = dep;
+		beyond |= peek.beyond;
+		if (peek.departure > estimate)
+			estimate = peek.departure;
 		if (i == 0) {
-			leaf = cls;
-			leaf_departure = dep;
+			found = true;
+			leaf_departure = peek.departure;
 		}
-		id = cls->parent_id;
+		id = peek.parent;
 		if (!id)
 			break; /* the top level: no lookups spent on class 0 */
 	}
-	if (!leaf)
+	if (found)
+		leaf = gcra_class(class_id);
+	if (!gcra_usable(leaf))
 		return EDT_UNSHAPED;
 	if (beyond) {
 		gcra_refund(class_id, 0, 0, pkt->wire_len, pkt->segs);
@@ -143,9 +200,8 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 	}
 
 	/* The leaf's charge: the flow decisions weigh it, pass 2 charges it. */
-	const __u64 leaf_cost = edt_level_cost(pkt, leaf);
 	__u32 leaf_frac;
-	const __u64 cost_ns = shaper_cost_time(leaf_cost, leaf->ns_per_byte_fp, &leaf_frac);
+	const __u64 cost_ns = shaper_cost_time(edt_level_cost(pkt, leaf), leaf->ns_per_byte_fp, &leaf_frac);
 
 	/* A sparse flow's packet leaves now, or as soon as the sparse allowance takes it; only a
 	 * backlogged class makes anyone wait. A bulk flow's packet counts toward its fair share. */
@@ -192,38 +248,27 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 	__u32 charged = 0;     /* bit i: level i was charged */
 	__u32 rounded_up = 0;  /* bit i: level i's charge was rounded up */
 
+	struct edt_charge level = {
+		.now = pkt->now, .neighbour_mask = neighbour_mask, .wire_len = pkt->wire_len, .segs = pkt->segs,
+	};
+
 	id = class_id;
 #pragma unroll
 	for (int i = 0; i < SHAPER_MAX_DEPTH; i++) {
-		/* The leaf's entries are pass 1's; its ancestors' are looked up again (holding
-		 * every level's pointers would cost more stack than the lookups do). */
-		struct shaper_class *cls = i == 0 ? leaf : gcra_class(id);
-		struct shaper_class_stats *st = i == 0 ? leaf_stats : stats_of(id);
-
-		if (!st || !gcra_usable(cls))
+		if (!edt_charge_level(id, &level))
 			break;
-		__u64 cost = i == 0 ? leaf_cost : edt_level_cost(pkt, cls);
-		__u32 frac = leaf_frac;
-		__u64 whole = i == 0 ? cost_ns : shaper_cost_time(cost, cls->ns_per_byte_fp, &frac);
-		__u64 charge = shaper_round_time(whole, frac, &st->clock_carry);
-		__u64 tat = slice_charge(cls, st, pkt->now, charge, whole + (frac != 0));
-		__u64 dep = gcra_departure(tat, cls->burst_ns, pkt->now);
-
-		stats_add(st, pkt->segs, cost);
 		/* Without branches, so that they add no verifier paths: */
 		charged = charged << 1 | 1;
-		rounded_up |= (__u32)(charge - whole) << i;
-		if (dep > gcra_horizon(cls, pkt->now, neighbour_mask)) {
+		rounded_up |= level.rounded_up << i;
+		if (level.refused) {
 			refused = true;
 			break;
 		}
-		if (dep > latest)
-			latest = dep;
-		if (i && dep > above)
-			above = dep;
-		/* The walk of pass 1, from the same entries. No level count is carried over: the
-		 * verifier would check everything after pass 1 once per depth. */
-		id = cls->parent_id;
+		if (level.departure > latest)
+			latest = level.departure;
+		if (i && level.departure > above)
+			above = level.departure;
+		id = level.parent;
 		if (!id)
 			break;
 	}

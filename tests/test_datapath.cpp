@@ -705,11 +705,13 @@ TEST_F(Sparse, OffOrAnIdleClassChangesNothing)
 // across the class walk, a parser inlined with all its branches) once made it 190k-860k, four
 // times the count of the day and more, near the 1M limit of 6.1's verifier and seconds of
 // every attach.
-// Kernels walk the same program differently (2026-12-05, with the delay histogram): 126,247 on
-// 6.18, 127,691 on 6.12, 149,728 on 7.3, 189,011 on 6.1, whose verifier tracks every scalar
-// exactly in a program with subprograms: any value carried as a known constant on one path and
-// not on another has it check the rest twice. The bound stands 6 % above 6.1 and a third above
-// the others: a multiplication trips it on every kernel.
+// Kernels walk the same program differently (2026-12-05): 76,886 on 6.18, 77,499 on 6.12,
+// 93,638 on 7.3, 104,729 on 6.1, whose verifier tracks every scalar exactly in a program with
+// subprograms: any value carried as a known constant on one path and not on another has it
+// check the rest twice. Each level of the class walk's two passes is a global function
+// (edt.h), checked once whatever the depth; inlined eight times each, they took 6.1 to 189,011
+// (126,247 on 6.18). The bound stands 15 % above 6.1 and more above the others: a
+// multiplication trips it on every kernel.
 TEST_F(Datapath, TheVerifierChecksTheProgramInFewInstructions)
 {
     bpf_prog_info info{};
@@ -717,5 +719,5 @@ TEST_F(Datapath, TheVerifierChecksTheProgramInFewInstructions)
     ASSERT_EQ(bpf_obj_get_info_by_fd(program_->prog_fd(), &info, &len), 0);
     std::printf("verified_insns %u\n", info.verified_insns);
     EXPECT_GT(info.verified_insns, 0u);
-    EXPECT_LT(info.verified_insns, 200'000u) << "a change multiplied the verifier's paths";
+    EXPECT_LT(info.verified_insns, 120'000u) << "a change multiplied the verifier's paths";
 }
