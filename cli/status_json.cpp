@@ -222,13 +222,7 @@ void StatusJsonWriter::end()
 
 std::string status_json_text(const DeviceStatus& st)
 {
-    TextSink text;
-    StatusJsonWriter json(text);
-    json.head(st);
-    for (const ClassStatus& c : st.classes)
-        json.add(c);
-    json.end();
-    return text.take();
+    return whole_text<StatusJsonWriter>(st);
 }
 
 }  // namespace shaperctl

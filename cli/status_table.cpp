@@ -100,13 +100,7 @@ void StatusTableWriter::end()
 
 std::string status_table(const DeviceStatus& st)
 {
-    TextSink text;
-    StatusTableWriter table(text);
-    table.head(st);
-    for (const ClassStatus& c : st.classes)
-        table.add(c);
-    table.end();
-    return text.take();
+    return whole_text<StatusTableWriter>(st);
 }
 
 }  // namespace shaperctl

@@ -49,4 +49,18 @@ private:
     std::string text_;
 };
 
+// The whole text a status writer (StatusJsonWriter, StatusTableWriter) makes of a status it is
+// given at once: head(), add() for each class, end().
+template <typename Writer, typename Status>
+std::string whole_text(const Status& status)
+{
+    TextSink text;
+    Writer writer(text);
+    writer.head(status);
+    for (const auto& c : status.classes)
+        writer.add(c);
+    writer.end();
+    return text.take();
+}
+
 }  // namespace shaperctl
