@@ -9,7 +9,7 @@
 #      + the ping: TCP and UDP goodput, their total against the expected;
 #   5. 100-byte UDP datagrams offered at 8 Mbit/s of payload into a 4 Mbit class.
 # Per row: configured rate, expected and measured goodput, error %, drops (and ECN marks),
-# TCP retransmissions, the exact commands. No assertions: some shapers fail some scenarios.
+# TCP retransmissions (the sender's RetransSegs of its OutSegs), the exact commands. No assertions: some shapers fail some scenarios.
 #
 #   sudo bench/accuracy.sh [--bin build/cli/shaperctl] [--out DIR] [--only "tcp20m flows8 ..."]
 #                          [--ecn debian|on] [--shapers "shaperctl htb ..."]
@@ -127,7 +127,7 @@ if [ -z "${SHAPERCTL_VM:-}" ]; then
     (.rows[] | "| \(.scenario) | \(.shaper) | \(.rate) | \(.expected_bps | rate) | \(.measured_bps | rate)" +
       " | \(.error_pct | pct)\(if .expected_own_bps != null and .expected_own_bps != .expected_bps then " (own \(.error_own_pct | pct))" else "" end)" +
       " | \(if .ping == null then "–" else "\(.ping.p50_ms | ms) / \(.ping.p99_ms | ms)\(if .ping.lost > 0 then " (\(.ping.lost) of 120 lost)" else "" end)" end)" +
-      " | \(if .jain == null then "–" else (.jain | fix(4)) end) | \(.drops // "–") | \(.marks // "–") | \(.retransmits // "–")" +
+      " | \(if .jain == null then "–" else (.jain | fix(4)) end) | \(.drops // "–") | \(.marks // "–") | \(if .segments_out == null then "–" else "\(.retransmits) of \(.segments_out) (\(.retrans_pct | fix(2)) %)" end)" +
       " | \([(.note // empty),
              (if .split != null then "TCP \(.split.tcp_bps | rate) + UDP \(.split.udp_bps | rate)" else empty end),
              (if .udp != null then "\(if .split != null then "UDP " else "" end)sent \(.udp.packets), lost \(.udp.lost)" else empty end),
@@ -415,7 +415,7 @@ goodput() {
 # (KIND: see traffic; for flood EXPECTED is computed from the measured mix). NOTE goes along.
 measure() {
   local _sc=$1 _sh=$2 _rate=$3 _kind=$4 _t=$5 _skip=$6 _exp=$7 _own=$8 _name _t0 _good _c _err \
-    _jain=null _ping=null _label _mean _split=null
+    _jain=null _ping=null _label _mean _split=null _m0 _m1
   shift 8
   _name="$_sc-$_sh"
   case "$_sh" in
@@ -426,7 +426,9 @@ measure() {
   esac
   _t0=$(uptime_s)
   setup "$_sh" "$_rate"
+  _m0=$(mibs s)
   traffic "$_name" "$_kind" "$_t" "$_skip" "$@"
+  _m1=$(mibs s)
   _c=$(counters "$_sh")
   teardown "$_sh" || FAILED="${FAILED}teardown incomplete; "
   goodput "/tmp/$_name.json" "$_skip" $PORT
@@ -458,7 +460,7 @@ measure() {
     --argjson jain "$_jain" --argjson ping "$_ping" --argjson c "$_c" \
     --arg cmds "$CMDS" --arg traffic "$TRAFFIC" --arg failed "$FAILED" --arg note "$NOTE" \
     --argjson secs "$(elapsed_since "$_t0")" --argjson skip "$_skip" --argjson t "$_t" \
-    --argjson split "$_split" \
+    --argjson split "$_split" --argjson m0 "$_m0" --argjson m1 "$_m1" \
     --slurpfile ip "/tmp/$_name.json" --slurpfile fl "/tmp/$_name.udp.json" '
     ($ip[0] // {}) as $j | ($fl[0] // {}) as $u
     | { scenario: $sc, shaper: $sh, shaper_key: $key, rate: $rate, rate_bps: $rbps,
@@ -467,7 +469,8 @@ measure() {
         error_pct: (if $exp == null or $good == null then null else ($good / $exp - 1) * 100 end),
         error_own_pct: (if $own == null or $good == null then null else ($good / $own - 1) * 100 end),
         ping: $ping, jain: $jain, drops: $c.drops, marks: $c.marks, counters: $c.detail,
-        retransmits: ($j.end.sum_sent.retransmits // null),
+        retransmits: ($m1.TcpRetransSegs - $m0.TcpRetransSegs), segments_out: ($m1.TcpOutSegs - $m0.TcpOutSegs),
+        retrans_pct: (($m1.TcpRetransSegs - $m0.TcpRetransSegs) * 100 / ([$m1.TcpOutSegs - $m0.TcpOutSegs, 1] | max)),
         udp: (first(($j, $u) | select(.end.sum.lost_packets != null)
                     | {packets: .end.sum.packets, lost: .end.sum.lost_packets}) // null),
         split: (if $split == null then null

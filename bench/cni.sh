@@ -5,7 +5,7 @@
 # plugins run with CNI_COMMAND/CNI_CONTAINERID/CNI_NETNS/CNI_IFNAME/CNI_PATH set and the conflist's
 # plugin configuration on stdin, each with the previous plugin's result as prevResult and the
 # bandwidth capability as runtimeConfig (what libcni does). Then, 4 TCP flows for 12 s each way
-# (ECN requested by both ends):
+# (by default as Debian leaves TCP: tcp_ecn=2, ECN answered, never asked for):
 #   container egress  20 Mbit   (the container sends, the host receives)
 #   container ingress 10 Mbit   (the host sends, the container receives: "downloads")
 # with a ping host -> container every 50 ms from 2 s after the flows start. Per row: goodput error
@@ -14,8 +14,9 @@
 # Then DEL, and what it left behind. Plugins: reference (bandwidth) and shaperctl (shaperctl-cni:
 # tried on every run; without the binary or with a failing ADD its rows are "not available").
 #
-#   sudo bench/cni.sh [--cni-bin PATH] [--burst-ms 10] [--out DIR] [--seconds 12]
+#   sudo bench/cni.sh [--cni-bin PATH] [--burst-ms 10] [--out DIR] [--seconds 12] [--ecn debian|on]
 #
+# --ecn on: both ends ask for ECN (tcp_ecn=1), a bench condition the results name as one.
 # --cni-bin: the shaperctl-cni binary (default: the first of build/cni/shaperctl-cni,
 # build/cli/shaperctl-cni, build/shaperctl-cni). --burst-ms: ingressBurst/egressBurst as that many
 # ms of the rate (kubelet passes MaxInt32 bits, a 256 MiB bucket that would leave a 12 s run
@@ -32,7 +33,7 @@ EGRESS_MBIT=20 INGRESS_MBIT=10
 if [ -z "${SHAPERCTL_VM:-}" ]; then
   here="$(cd "$(dirname "$0")" && pwd)"
   repo="$(cd "$here/.." && pwd)"
-  out="$here/results" seconds=12 burst_ms=10 cni_bin=""
+  out="$here/results" seconds=12 burst_ms=10 cni_bin="" ecn=debian
   for c in build/cni/shaperctl-cni build/cli/shaperctl-cni build/shaperctl-cni; do
     [ -x "$repo/$c" ] && { cni_bin="$repo/$c"; break; }
   done
@@ -42,10 +43,12 @@ if [ -z "${SHAPERCTL_VM:-}" ]; then
       --burst-ms) burst_ms="$2"; shift 2 ;;
       --out) out="$2"; shift 2 ;;
       --seconds) seconds="$2"; shift 2 ;;
-      -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-      *) echo "usage: $0 [--cni-bin PATH] [--burst-ms MS] [--out DIR] [--seconds S]" >&2; exit 2 ;;
+      --ecn) ecn="$2"; shift 2 ;;
+      -h|--help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+      *) echo "usage: $0 [--cni-bin PATH] [--burst-ms MS] [--out DIR] [--seconds S] [--ecn debian|on]" >&2; exit 2 ;;
     esac
   done
+  case "$ecn" in debian|on) ;; *) echo "cni: --ecn takes debian or on, not $ecn" >&2; exit 2 ;; esac
   case "$seconds$burst_ms" in ''|*[!0-9]*) echo "cni: --seconds and --burst-ms want whole numbers" >&2; exit 2 ;; esac
   for p in bridge host-local bandwidth; do
     [ -x "$CNI_DIR/$p" ] || { echo "cni: no $CNI_DIR/$p (containernetworking-plugins: scripts/install-deps.sh)" >&2; exit 2; }
@@ -66,17 +69,17 @@ if [ -z "${SHAPERCTL_VM:-}" ]; then
   echo "cni: booting the stock-kernel VM (host load $load0; shaperctl-cni: ${cni_bin:-none})"
   "$repo/vm/run.sh" --timeout 900 --module bridge "$@" \
     --file "$here/tcp-rows.sh:/usr/local/share/shaperctl-bench/tcp-rows.sh" \
-    "$0" "$seconds" "$burst_ms" \
+    "$0" "$seconds" "$burst_ms" "$ecn" \
     2>&1 | tee "$tmp/console.txt" | grep --line-buffered -v '^@@CNI '
   rc=$(sed -n 's/^run.sh: scenario .* exited \([0-9]*\).*/\1/p' "$tmp/console.txt")
   grep '^@@CNI ' "$tmp/console.txt" | sed 's/^@@CNI //' >"$tmp/rows.jsonl"
   [ -s "$tmp/rows.jsonl" ] || { echo "cni: the VM returned no rows (status ${rc:-none})" >&2; exit 1; }
-  cmdline="sudo bench/cni.sh${cni_bin:+ --cni-bin $cni_bin} --burst-ms $burst_ms --seconds $seconds"
+  cmdline="sudo bench/cni.sh${cni_bin:+ --cni-bin $cni_bin} --burst-ms $burst_ms --seconds $seconds --ecn $ecn"
   jq -s --argjson secs $(($(date +%s) - t0)) --arg load0 "$load0" --arg load1 "$(cut -d' ' -f1-3 /proc/loadavg)" \
      --arg commit "$(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)" \
-     --arg date "$(date -u +%FT%TZ)" --arg status "${rc:-none}" --arg cmd "$cmdline" \
+     --arg date "$(date -u +%FT%TZ)" --arg ecn "$ecn" --arg status "${rc:-none}" --arg cmd "$cmdline" \
      --arg plugins "$(dpkg-query -W -f='${Package} ${Version}' containernetworking-plugins 2>/dev/null)" '
-    { bench: "cni", date: $date, commit: $commit, command: $cmd, plugins_package: $plugins,
+    { bench: "cni", date: $date, commit: $commit, command: $cmd, plugins_package: $plugins, ecn: $ecn,
       host_load_before: $load0, host_load_after: $load1, vm: (map(select(.meta)) | last | .meta),
       vm_status: $status, wall_seconds: $secs,
       method: {
@@ -84,14 +87,14 @@ if [ -z "${SHAPERCTL_VM:-}" ]; then
         expected: "rate x 1448/1514", goodput: "receiver application bytes from 1 s to the last full 0.1 s interval, mean",
         retransmits: "the sending namespace: Tcp RetransSegs / OutSegs, delta over the row",
         ping: "iputils ping -i 0.05 from the host to the container, from 2 s after the flows start; p50/p99 nearest rank",
-        goal: "goodput within 3 %, retransmits <= 1 % of segments (ECN on), ping p99 <= 10 ms while the container downloads (ingress row)"
+        goal: "goodput within 3 %, retransmits <= 1 % of segments, ping p99 <= 10 ms while the container downloads (ingress row)"
       },
       rows: map(select(.meta == null and .cleanup == null)), cleanup: map(select(.cleanup)) }' \
     "$tmp/rows.jsonl" >"$out/cni.json"
   {
     echo "# Pod bandwidth through CNI: the reference bandwidth plugin and shaperctl-cni"
     echo
-    jq -r '"Run \(.date), commit \(.commit), \(.plugins_package), guest kernel \(.vm.kernel // "?") under qemu TCG (2 vCPUs), host load \(.host_load_before) → \(.host_load_after) (\(if ((.host_load_before | split(" ")[0] | tonumber) > 2) then "taken under load: the 2-core host is shared" else "a quiet host" end)), \(.wall_seconds) s wall, every row run once. Command: `\(.command)`."' "$out/cni.json"
+    jq -r '"Run \(.date), commit \(.commit), \(.plugins_package), guest kernel \(.vm.kernel // "?") under qemu TCG (2 vCPUs), host load \(.host_load_before) → \(.host_load_after) (\(if ((.host_load_before | split(" ")[0] | tonumber) > 2) then "taken under load: the 2-core host is shared" else "a quiet host" end)), \(.wall_seconds) s wall, every row run once. Command: `\(.command)`. TCP ends: \(if (.ecn // "on") == "on" then "tcp_ecn=1 (ECN asked for: a bench condition, not Debian'"'"'s default)" else "tcp_ecn=2 (Debian'"'"'s default: no ECN asked for)" end)."' "$out/cni.json"
     echo
     jq -r '
       def f(d): if . == null then "–" else (. * pow(10; d) | round / pow(10; d) | tostring) end;
@@ -121,9 +124,11 @@ fi
 . /usr/local/share/shaperctl-vm/lib.sh
 . /usr/local/share/shaperctl-bench/tcp-rows.sh
 SECS=$1 BURST_MS=$2 FLOWS=4 SKIP=1 PORT=5600
+ECN_SYSCTL=2
+[ "${3:-debian}" = on ] && ECN_SYSCTL=1
 CNI_BINS=/usr/local/bin
 mkdir -p /var/lib/cni
-sysctl -qw net.ipv4.tcp_ecn=1 net.ipv4.tcp_no_metrics_save=1
+sysctl -qw net.ipv4.tcp_ecn=$ECN_SYSCTL net.ipv4.tcp_no_metrics_save=1
 echo "@@CNI $(jq -n -c --arg k "$(uname -r)" --arg v "$("$CNI_BINS/bridge" 2>&1 </dev/null | head -n1)" \
   '{meta: {kernel: $k, bridge_plugin: $v}}')"
 
@@ -234,7 +239,7 @@ run() {
   CMDS="conflist: $CONFLIST
 "
   new_ns "$_ctr"
-  nsx "$_ctr" sysctl -qw net.ipv4.tcp_ecn=1 net.ipv4.tcp_no_metrics_save=1
+  nsx "$_ctr" sysctl -qw net.ipv4.tcp_ecn=$ECN_SYSCTL net.ipv4.tcp_no_metrics_save=1
   if ! cni ADD "$_ctr" 0 null; then
     echo "  ! bridge ADD failed: $(cat /tmp/cni.out /tmp/cni.err | head -c 300)" >&2
     FAILED="bridge ADD failed: $(cat /tmp/cni.out | head -c 200)"
