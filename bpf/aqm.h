@@ -5,6 +5,9 @@
  * stayed above target for an interval, CoDel marks (ECN-capable packets, ECN on) or drops one
  * packet, then the next after interval/sqrt(count), until the delay falls below target. This
  * keeps the standing backlog near target, so no flow of the class waits behind seconds of it.
+ * A local socket's packet that cannot be marked is not dropped (congestion.h): its socket
+ * already waits for it, and what each such flow can add to the backlog is what TCP small
+ * queues or its send buffer allow, which the horizon still bounds.
  */
 #ifndef SHAPER_AQM_H
 #define SHAPER_AQM_H
@@ -35,7 +38,7 @@ static __always_inline __u64 aqm_control_law(__u64 interval, __u32 count)
 
 static __always_inline enum congestion_verdict aqm_decide(struct __sk_buff *skb, __u32 class_id,
 						   const struct shaper_class *cls,
-						   __u64 delay, __u64 now)
+						   __u64 delay, __u64 now, __u64 can_wait)
 {
 	struct shaper_class_aqm *st;
 	bool act = false;
@@ -85,7 +88,7 @@ static __always_inline enum congestion_verdict aqm_decide(struct __sk_buff *skb,
 
 	if (!act)
 		return CONGESTION_PASS;
-	return congestion_signal(skb, cls);
+	return congestion_signal(skb, cls, can_wait);
 }
 
 #endif /* SHAPER_AQM_H */

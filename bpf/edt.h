@@ -49,7 +49,20 @@ struct edt_packet {
 	__u32 wire_len;
 	__u32 segs;
 	bool aqm; /* edt mode: the departure is a queueing delay CoDel may act on */
+	/* Non-zero: a local socket sent it, so it may wait instead of being dropped (congestion.h).
+	 * A value the verifier does not know (shaper.bpf.c): known, it would check what follows
+	 * once for each. */
+	__u64 can_wait;
 };
+
+/* The later of two times (below 2^63), without a branch: each would be one more state for the
+ * verifier to carry through pass 2. */
+static __always_inline __u64 later_of(__u64 a, __u64 b)
+{
+	const __u64 d = a - b;
+
+	return a - (d & (__u64)((__s64)d >> 63));
+}
 
 static __always_inline __u64 edt_level_cost(const struct edt_packet *pkt,
 					    const struct shaper_class *cls)
@@ -204,9 +217,12 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 	const __u64 cost_ns = shaper_cost_time(edt_level_cost(pkt, leaf), leaf->ns_per_byte_fp, &leaf_frac);
 
 	/* A sparse flow's packet leaves now, or as soon as the sparse allowance takes it; only a
-	 * backlogged class makes anyone wait. A bulk flow's packet counts toward its fair share. */
+	 * backlogged class makes anyone wait. A bulk flow's packet counts toward its fair share.
+	 * Its flow is looked up too while a held flow's packet may still wait beyond the class's
+	 * backlog: a flow's later packets must not overtake its held ones. */
 	if (pkt->aqm && (leaf->flags & (SHAPER_CLASS_SPARSE | SHAPER_CLASS_FAIR)) &&
-	    estimate > pkt->now + SHAPER_SPARSE_MIN_BACKLOG_NS) {
+	    later_of(estimate, *(volatile __u64 *)&leaf->fair_held_ns) >
+		    pkt->now + SHAPER_SPARSE_MIN_BACKLOG_NS) {
 		flow = flow_slot(skb, pkt->view, class_id, pkt->now);
 		/* Only the leaf's own backlog may be jumped: behind an ancestor's there is no gain.
 		 * On the receive side a flow whose window the held ACKs set never is sparse
@@ -216,7 +232,8 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 			sparse_leave = sparse_departure(flow, leaf, cost_ns + 1, pkt->now, estimate);
 		if (!sparse_leave && flow && (leaf->flags & SHAPER_CLASS_FAIR) && !neighbour) {
 			enum congestion_verdict v = fair_decide(skb, flow, leaf, cost_ns,
-								estimate - pkt->now, pkt->now);
+								estimate - pkt->now, pkt->now,
+								pkt->can_wait, leaf_stats);
 
 			if (v == CONGESTION_DROP) {
 				stats_drop(leaf_stats, CAUSE_FAIR);
@@ -232,7 +249,7 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 	if (pkt->aqm && !sparse_leave && !neighbour) {
 		const __u64 delay = estimate - pkt->now;
 		enum congestion_verdict v = ingress ? ingress_decide(skb, pkt->view, class_id, leaf, delay, pkt->now)
-						    : aqm_decide(skb, class_id, leaf, delay, pkt->now);
+						    : aqm_decide(skb, class_id, leaf, delay, pkt->now, pkt->can_wait);
 
 		if (v == CONGESTION_DROP) {
 			stats_drop(leaf_stats, CAUSE_AQM);
@@ -290,8 +307,12 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 
 	latest -= (latest - capped) & neighbour_mask;
 	latest = honour_own_departure(skb, latest, pkt->now);
-	if (flow)
+	if (flow) {
+		/* A flow's packets leave in order: after a packet of its own still waiting, and a held
+		 * one at its hold (fair.h). */
+		latest = later_of(latest, flow->last_departure_ns);
 		sparse_record(flow, latest); /* the departure stamped, TCP's own included */
+	}
 	*departure = latest;
 	return EDT_SEND;
 }

@@ -2,8 +2,8 @@
 /*
  * Fair shares among a class's bulk flows. One clock per class is one FIFO: a flow's throughput
  * is its share of the backlog, so an aggressive flow (or one that stopped backing off) crowds out
- * the others. Reordering the FIFO would break the class's exact bound, so fairness acts on
- * admission instead, the way approximate fair dropping does in switches:
+ * the others. Fairness acts on admission, the way approximate fair dropping does in switches,
+ * except that a flow which can wait is made to wait rather than lose packets:
  *
  *  - time is cut into epochs; in each, the class counts its bulk flows, and at its end the share
  *    is the class time charged in it divided by that count. A flow is a bulk flow of the epoch
@@ -13,23 +13,46 @@
  *    the way in turn. An epoch lasts 100 ms, or long enough for a share of sixteen frames when
  *    there are many flows (up to 1 s): shares of a packet or two would make every flow look
  *    unfair by chance;
- *  - each flow adds up the class time it is charged in the current epoch; once it exceeds the
- *    last epoch's share by the class's tolerance (an eighth unless configured otherwise, per
- *    mille of the share) plus a frame, the flow is above its share: one packet
- *    is CE-marked (ECN-capable, ECN on) or dropped, at most once per epoch per flow. A flow past
+ *  - each flow adds up the class time it is charged in the current epoch; past the last
+ *    epoch's share it is above it;
+ *  - a flow whose drop would be a loss and which can wait (a local TCP socket's sent through
+ *    another device, a bridge: packet_may_wait in shaper.bpf.c) is held to its share, and
+ *    nothing is lost: each packet leaves no earlier than the flow's own clock, which starts where
+ *    the class clock stood when the epoch began and runs at the flows' count times what the
+ *    flow was charged before the packet (its share of the class rate), never before its class
+ *    slot. Its socket cannot queue more than TCP small queues allow until a packet leaves, so
+ *    holding the packets holds the sender. Only while that is at most SHAPER_FAIR_HOLD_MAX_NS
+ *    (250 ms) after its class slot: further (64 KB GSO packets at a share of under 2 Mbit/s) a
+ *    hold would only delay the flow, not keep it to its share, and it is signalled as below.
+ *    Past the horizon a held packet is dropped like any other. A flow's packets leave in order:
+ *    every later packet of a held flow leaves after its last one (edt.h);
+ *  - any other flow past its share by the class's tolerance (an eighth unless configured
+ *    otherwise, per mille of the share) plus a frame (forwarded: no socket to hold; UDP; a local
+ *    socket's on its own device, where a drop is refused to its transmit and sent again): one
+ *    packet is CE-marked (ECN-capable, ECN on) or dropped, at most once per epoch per flow. A flow past
  *    twice its share in two epochs running has not backed off (a UDP flood): past twice its
  *    share, the rest of its epoch is dropped, and so in every epoch it stays there. The first
  *    such epoch only signals it: TCP leaving slow start, or holding a large window when new
  *    flows shrink the share, halves within a round trip of the signal, and dropping what it
- *    had already sent would cost it retransmissions for nothing;
+ *    had already sent would cost it retransmissions for nothing. A held flow that a
+ *    hold cannot keep to its share is signalled the same way, once per epoch, but never dropped
+ *    as a flood: TCP small queues bound what it puts into the class;
  *  - only while the class backlog stands above the CoDel target: below it nobody waits long,
  *    and backing flows off would only leave the class idle.
  *
- * A flow at or below the share is never touched; TCP flows above it back off until they are at
- * it. A flood holds at most about two shares from its second epoch past them; in its first it
- * takes what its sending rate wins of the class FIFO. Sparse packets, and flows that have asked
+ * A flow at or below the share is never touched; a held flow sends at its share from the
+ * packet past it on; other TCP flows above it back off until they are at it. A flood
+ * holds at most about two shares from its second epoch past them; in its first it takes what its
+ * sending rate wins of the class FIFO. Sparse packets, and flows that have asked
  * for no more than the allowance, are neither counted nor acted on. A dropped packet is charged
  * nowhere.
+ *
+ * Bound on the rate: a held packet is charged at its class slot like any other and leaves up to
+ * 250 ms later, so a slot may stand empty and the packet go out beside a later one. Over any
+ * interval T every level still releases at most what its clock gave out in T + 250 ms: burst +
+ * rate * (T + 250 ms), and the same rate over any long run; only held flows add the 250 ms.
+ * 250 ms holds 64 KB GSO packets (what TCP sends on a path of under 0.5 ms) at a share of
+ * 2.5 Mbit/s, eight flows in 20 Mbit; at 50 ms those flows were signalled and dropped.
  *
  * Bound on the count: each count stands for a flow that asked for more than the allowance in
  * the epoch, so the count times the allowance stays below the class time asked; and a bucket's
@@ -62,6 +85,7 @@ static __always_inline void fair_roll_epoch(struct shaper_class *cls, __u64 now)
 	/* A share only from a whole epoch that just ended (not after an idle gap), among two flows
 	 * at least: a lone flow has nobody to be unfair to. */
 	cls->fair_share_ns = (flows >= 2 && now - start < 2 * len) ? charged / flows : 0;
+	cls->fair_share_flows = flows;
 	/* Sixteen frames per flow: eight times the two frames of the sparse allowance. */
 	len = flows * 8 * cls->sparse_allowance_ns;
 	cls->fair_epoch_len_ns = len < SHAPER_FAIR_EPOCH_NS	  ? SHAPER_FAIR_EPOCH_NS
@@ -92,11 +116,33 @@ static __always_inline bool fair_flooding(struct shaper_flow *flow, __u32 epoch)
 	return flood & 1;
 }
 
+/* When a held flow's packet leaves: its own clock at its share, started where the class's
+ * clock stood when the epoch began, after what the flow was charged before it in the epoch
+ * (`before`) times the flows the share was measured among; never before `departure`, the class's.
+ * A flow at its share gets the class's slots; each packet above it waits as long as the others'
+ * shares take. 0 if that is more than SHAPER_FAIR_HOLD_MAX_NS after the class's departure (a hold
+ * that long would not keep the flow to its share, only delay it). */
+static __always_inline __u64 fair_held_departure(const struct shaper_class *cls, __u64 before,
+						 __u64 departure)
+{
+	__u64 next = *(volatile __u64 *)&cls->fair_epoch_tat_ns + before * cls->fair_share_flows;
+
+	if (next > departure + SHAPER_FAIR_HOLD_MAX_NS)
+		return 0;
+	return next > departure ? next : departure;
+}
+
 /* Counts a bulk packet of `flow` (cost_ns of class time) and says whether its flow is above its
- * share. `delay` is the class backlog the packet would wait behind. */
+ * share. `delay` is the class backlog the packet would wait behind; `can_wait`, that a local
+ * socket sent it: then a flow above its share is held, and passes. Held means the flow's last
+ * departure is moved to when this packet may leave, which edt.h's rule that a flow's packets
+ * leave in order then applies to it: carried as a value, the hold would be one more state for
+ * the verifier to check pass 2 with (6.1's tracks every scalar exactly here). It is counted in
+ * `st` at once. */
 static __always_inline enum congestion_verdict fair_decide(struct __sk_buff *skb, struct shaper_flow *flow,
 						     struct shaper_class *cls, __u64 cost_ns,
-						     __u64 delay, __u64 now)
+						     __u64 delay, __u64 now, __u64 can_wait,
+						     struct shaper_class_stats *st)
 {
 	fair_roll_epoch(cls, now);
 
@@ -122,22 +168,37 @@ static __always_inline enum congestion_verdict fair_decide(struct __sk_buff *skb
 
 	__u64 tolerance = cls->fair_tolerance_pm ? cls->fair_tolerance_pm : SHAPER_FAIR_TOLERANCE_DEFAULT_PM;
 
-	if (!share || delay <= cls->aqm_target_ns || delay <= cls->aqm_floor_ns ||
-	    charged <= share + share * tolerance / 1000 + cls->sparse_allowance_ns / 2)
+	if (!share || delay <= cls->aqm_target_ns || delay <= cls->aqm_floor_ns || charged <= share)
 		return CONGESTION_PASS;
+	/* A hold costs a delay, not a loss: it starts at the share itself. A flow sitting between
+	 * the share and the signal's tolerance would otherwise keep what it took from the others. */
+	__u64 leave = can_wait ? fair_held_departure(cls, charged - cost_ns, now + delay) : 0;
+
+	if (leave) {
+		if (leave > now + cls->horizon_ns)
+			return CONGESTION_DROP; /* held past the horizon */
+		if (leave > *(volatile __u64 *)&cls->fair_held_ns)
+			cls->fair_held_ns = leave;
+		flow->last_departure_ns = leave;
+		if (st)
+			st->fair_holds++;
+		return CONGESTION_PASS;
+	}
 	/* Past twice its share for a second epoch running a flow has not backed off (UDP floods
 	 * don't): each further packet of the epoch is dropped, so it never holds more than about
 	 * two shares. Its drops must not make it look sparse (nothing queued): it counts as queued
-	 * up to the backlog. */
-	if (charged > 2 * share + cls->sparse_allowance_ns && fair_flooding(flow, epoch)) {
+	 * up to the backlog. Not a local TCP socket's flow: TCP small queues bound what it puts
+	 * into the class, and a burst of drops would cost it a retransmission timeout. */
+	if (!can_wait && charged > 2 * share + cls->sparse_allowance_ns && fair_flooding(flow, epoch)) {
 		if (flow->last_departure_ns < now + delay)
 			flow->last_departure_ns = now + delay;
 		return CONGESTION_DROP;
 	}
-	if (flow->fair_acted_epoch == (__u16)epoch)
+	if (charged <= share + share * tolerance / 1000 + cls->sparse_allowance_ns / 2 ||
+	    flow->fair_acted_epoch == (__u16)epoch)
 		return CONGESTION_PASS;
 	flow->fair_acted_epoch = (__u16)epoch;
-	return congestion_signal(skb, cls);
+	return congestion_signal(skb, cls, false);
 }
 
 #endif /* SHAPER_FAIR_H */

@@ -249,12 +249,12 @@ static __always_inline enum congestion_verdict ingress_decide(struct __sk_buff *
 			}
 		}
 	}
-	enum congestion_verdict v = aqm_decide(skb, class_id, cls, delay, now);
+	enum congestion_verdict v = aqm_decide(skb, class_id, cls, delay, now, false);
 
 	/* Paced senders: past an eighth of the horizon every ECN-capable packet is marked, and a
 	 * flow's first packet there that cannot be marked is dropped (ingress_first_loss). */
 	if (v == CONGESTION_PASS && delay > cls->horizon_ns / 8 && ack_pace_active(now)) {
-		v = congestion_signal(skb, cls);
+		v = congestion_signal(skb, cls, false);
 		if (v == CONGESTION_PASS)
 			v = ingress_first_loss(skb, view, class_id, now);
 	}

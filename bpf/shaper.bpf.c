@@ -146,6 +146,46 @@ __noinline int note_delay(__u32 class_id, __u64 delay_ns)
 	return 0;
 }
 
+/* Set by the loader for the datapath tests only: BPF_PROG_TEST_RUN's packets carry a dummy
+ * socket of protocol 0, and these tests need packets a local socket sent. */
+const volatile bool every_packet_local = false;
+
+/* 1 for a packet that must be held rather than dropped: on a send side in edt mode (only sch_fq
+ * holds a packet), of a local TCP socket, which waits for it to leave (TCP small queues): from
+ * SYN-SENT to LAST-ACK, not a listener's answer, a request socket's or a time-wait one, which no
+ * send buffer holds; and only when the socket's route leaves through another device (a bridge,
+ * as for a container's download from its host). On the socket's own device a drop is no loss:
+ * the hook refuses the packet to dev_queue_xmit, TCP keeps it, sends it again and shrinks its
+ * window as for an ECN mark, so fair shares' drops stay the signal they are (fairer than holds:
+ * bench/results/egress-debian-ecn.md). Through a bridge the bridge's transmit has succeeded, and
+ * a drop is a loss the sender must detect and retransmit. Forwarded packets have no socket, nor
+ * do a container's seen on the host side of its veth; UDP is left out (a flood held at its share
+ * by its send buffer made the TCP flows beside it unfair). A global function, so that the
+ * verifier checks the rest of the program once for its answer, not once per way of reaching it. */
+__noinline int packet_may_wait(struct __sk_buff *skb, __u32 mode)
+{
+	struct bpf_sock *sk = skb->sk;
+
+	if (ingress || mode != SHAPER_MODE_EDT)
+		return 0;
+	if (every_packet_local)
+		return 1;
+	if (!sk)
+		return 0;
+	sk = bpf_sk_fullsock(sk); /* none for request and time-wait sockets */
+	if (!sk || sk->protocol != IPPROTO_TCP || sk->state == BPF_TCP_CLOSE || sk->state == BPF_TCP_LISTEN)
+		return 0;
+	struct tcp_sock *tp = bpf_skc_to_tcp_sock(sk);
+
+	if (!tp)
+		return 0;
+	/* Read through the kernel's own structures (faults read as 0): the socket's cached route. */
+	struct dst_entry *dst = tp->inet_conn.icsk_inet.sk.sk_dst_cache;
+	struct net_device *dev = dst ? dst->dev : 0;
+
+	return dev && dev->ifindex != skb->ifindex;
+}
+
 SEC("tc")
 int shaper(struct __sk_buff *skb)
 {
@@ -194,6 +234,7 @@ int shaper(struct __sk_buff *skb)
 		class_id = settings->default_class;
 
 	pkt.aqm = edt || ingress; /* ingress: the backlog is virtual, its verdicts are not */
+	pkt.can_wait = packet_may_wait(skb, settings->mode);
 	switch (class_id ? edt_schedule(skb, class_id, &pkt, &departure) : EDT_UNSHAPED) {
 	case EDT_DROP:
 		return TC_ACT_SHOT;

@@ -46,7 +46,7 @@
 #include <linux/types.h>
 #endif
 
-#define SHAPER_ABI_VERSION 7
+#define SHAPER_ABI_VERSION 8
 
 /* Limits, enforced by the control plane before anything reaches a map. */
 #define SHAPER_DEFAULT_MAX_CLASSES 16384u   /* ids 1..max_classes-1 */
@@ -144,6 +144,7 @@ enum shaper_mode {
 #define SHAPER_NEIGHBOUR_SLACK_BYTES (1u << SHAPER_NEIGHBOUR_SLACK_LOG2) /* 128 KiB */
 
 #define SHAPER_SLICE_MAX_NS 16000ull        /* a CPU's slice of a class clock: at most 16 us (bpf/slice.h) */
+#define SHAPER_FAIR_HOLD_MAX_NS 250000000ull /* a held packet leaves at most 250 ms after its class slot */
 #define SHAPER_FAIR_EPOCH_NS 100000000ull     /* fair shares are measured over epochs of 100 ms */
 #define SHAPER_FAIR_EPOCH_MAX_NS 1000000000ull /* ...or longer with many flows, up to 1 s */
 
@@ -298,6 +299,8 @@ struct shaper_class {
 	__u32 fair_flows;        /* bulk flows counted in the epoch (at most the flow table's ways) */
 	__u32 fair_epoch;        /* epoch serial */
 	__u64 fair_epoch_len_ns; /* this epoch's length; 0: SHAPER_FAIR_EPOCH_NS */
+	__u64 fair_held_ns;      /* the latest departure a flow held to its share was given */
+	__u32 fair_share_flows;  /* the bulk flows the last share was measured among */
 	/* Line 2: the clocks. */
 	__u64 tat_ns __attribute__((aligned(64))); /* the class clock, monotonic ns */
 	__u64 sparse_tat_ns;  /* the sparse allowance's own clock (GCRA at the class rate) */
@@ -343,9 +346,9 @@ struct shaper_ack_pace {
 
 /*
  * One CPU's counters of one class. Found by arithmetic (cpu * max_classes + id), not through a
- * per-CPU array's pointer table: a class whose counters are cold costs one miss, not two. 96
- * bytes from a page boundary: what every packet writes (the first 32 bytes) never straddles two
- * cache lines, and no two CPUs ever write one line.
+ * per-CPU array's pointer table: a class whose counters are cold costs one miss, not two. Four
+ * whole cache lines (256 bytes) from a page boundary: what every packet writes (the first 32
+ * bytes) never straddles two lines, and no two CPUs ever write one line.
  */
 struct shaper_class_stats {
 	/* Every packet. */
@@ -366,6 +369,7 @@ struct shaper_class_stats {
 	__u64 sparse;        /* packets of sparse flows sent ahead of the backlog */
 	__u64 fair_marks;    /* packets CE-marked for a flow above its fair share */
 	__u64 drops_fair;    /* packets dropped for a flow above its fair share (not ECN-capable) */
+	__u64 fair_holds;    /* packets of a local socket's flow above its share, sent later instead */
 	/* This CPU's slice of the class clock (bpf/slice.h): credit from slice_pos to the end,
 	 * whose top bit says the slice was taken behind another CPU's charge. */
 	__u64 slice_pos;
@@ -374,6 +378,7 @@ struct shaper_class_stats {
 	 * departure - now of each stamped packet, summed and counted in buckets (bpf/delay.h). */
 	__u64 delay_sum_ns;
 	__u64 delay_buckets[SHAPER_DELAY_BUCKETS];
+	__u64 spare[2]; /* four whole cache lines (see above) */
 };
 
 #endif /* SHAPER_ABI_H */

@@ -21,6 +21,9 @@ const std::vector<CounterField>& counter_fields()
          "Packets CoDel marked CE instead of dropping."},
         {"fair_marks", &ClassCounters::fair_marks, K::Mark, "shaperctl_class_fair_marks_total", nullptr,
          "Packets marked CE instead of dropped for a flow above its fair share."},
+        {"fair_holds", &ClassCounters::fair_holds, K::Traffic, "shaperctl_class_fair_holds_total", nullptr,
+         "Packets of a local socket's flow through a bridge above its fair share, sent later to "
+         "hold it to its share instead of marked or dropped."},
         {"sparse", &ClassCounters::sparse, K::Traffic, "shaperctl_class_sparse_packets_total", nullptr,
          "Packets of sparse flows sent ahead of the class backlog (still charged)."},
     };

@@ -287,10 +287,10 @@ namespace {
 // counters (bpf/shaper_abi.h): fn(the map's field, ours) for each.
 #define SHAPER_CLOCK_FIELDS(f) \
     f(tat_ns) f(sparse_tat_ns) f(fair_epoch_ns) f(fair_epoch_tat_ns) f(fair_flows) f(fair_share_ns) \
-    f(fair_epoch) f(fair_epoch_len_ns)
+    f(fair_epoch) f(fair_epoch_len_ns) f(fair_held_ns) f(fair_share_flows)
 #define SHAPER_COUNTER_FIELDS(f) \
     f(packets) f(segments) f(bytes) f(clock_carry) f(drops_horizon) f(drops_aqm) f(ecn_marks) \
-    f(sparse) f(fair_marks) f(drops_fair)
+    f(sparse) f(fair_marks) f(drops_fair) f(fair_holds)
 #define SHAPER_FIELD_PAIR(name) fn(map.name, ours.name);
 
 template <typename Entry, typename Clock, typename F>

@@ -26,7 +26,8 @@ struct ClassClock {
     uint64_t tat_ns = 0, sparse_tat_ns = 0;
     uint64_t fair_epoch_ns = 0, fair_epoch_tat_ns = 0, fair_flows = 0, fair_share_ns = 0;
     uint32_t fair_epoch = 0;
-    uint64_t fair_epoch_len_ns = 0;
+    uint64_t fair_epoch_len_ns = 0, fair_held_ns = 0;
+    uint32_t fair_share_flows = 0;
 };
 
 // Adds one CPU's counters of a class to `sum`.

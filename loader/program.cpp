@@ -125,6 +125,7 @@ Program Program::load(const ProgramOptions& options)
         throw Error(errno_message("cannot share the ACK pacing table", errno));
     skel->rodata->l2_header_len = options.l2_header_len;
     skel->rodata->ingress = options.ingress;
+    skel->rodata->every_packet_local = options.every_packet_local;
     // Probe, don't assume: bpf_skb_set_tstamp arrived in 5.18.
     skel->rodata->have_set_tstamp =
         libbpf_probe_bpf_helper(BPF_PROG_TYPE_SCHED_CLS, BPF_FUNC_skb_set_tstamp, nullptr) == 1;

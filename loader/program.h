@@ -22,6 +22,9 @@ struct ProgramOptions {
     // another program's map by fd (>= 0; tests).
     std::string ack_pace_pin;
     int ack_pace_fd = -1;
+    // Tests: every packet is taken for a local socket's, which fair shares may hold rather
+    // than drop (BPF_PROG_TEST_RUN's packets have no such socket).
+    bool every_packet_local = false;
 };
 
 class Program {

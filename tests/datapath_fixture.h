@@ -77,10 +77,12 @@ class Datapath : public ::testing::Test {
 protected:
     void SetUp() override
     {
-        program_ = &fresh_program({});
+        program_ = &fresh_program(program_options());
         maps_ = std::make_unique<ShaperMaps>(ShaperMaps::of(*program_));
         set_default_class(1);
     }
+
+    virtual ProgramOptions program_options() const { return {}; }
 
     void set_default_class(uint32_t id, uint32_t mode = SHAPER_MODE_EDT)
     {

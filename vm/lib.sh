@@ -109,10 +109,16 @@ class_counters() {
   status_json "$1" "$2" | jq -r --argjson id "$3" \
     '.classes[] | select(.id == $id) | "\(.packets) \(.segments) \(.bytes) \(.drops) \(.backlog_ns)"'
 }
-# class_actions NS DEV ID: "name=value ..." of what one class did to packets (drops by cause, marks).
+# class_actions NS DEV ID: "name=value ..." of what one class did to packets (drops by cause,
+# marks, holds).
 class_actions() {
   status_json "$1" "$2" | jq -r --argjson id "$3" '.classes[] | select(.id == $id)
-    | "drops_horizon=\(.drops_horizon) drops_aqm=\(.drops_aqm) drops_fair=\(.drops_fair) ecn_marks=\(.ecn_marks) fair_marks=\(.fair_marks)"'
+    | "drops_horizon=\(.drops_horizon) drops_aqm=\(.drops_aqm) drops_fair=\(.drops_fair) ecn_marks=\(.ecn_marks) fair_marks=\(.fair_marks) fair_holds=\(.fair_holds // 0)"'
+}
+# action_delta NAME BEFORE AFTER: how much one of class_actions' counters moved.
+action_delta() {
+  echo "$2 | $3" | awk -v k="$1" '{ for (i = 1; i <= NF; i++) { if ($i == "|") { a = 1; continue }
+      split($i, kv, "="); if (kv[1] == k) v[a] = kv[2] } } END { print v[1] - v[0] }'
 }
 # class_sparse NS DEV ID: packets of the class's sparse flows sent ahead of its backlog.
 class_sparse() {
@@ -164,6 +170,8 @@ tcp_stats() {
   nsx "$1" cat /proc/net/netstat | awk '$1 == "TcpExt:" { if (!h) { for (i = 2; i <= NF; i++) n[i] = $i; h = 1 }
     else for (i = 2; i <= NF; i++) if (n[i] ~ /^(TCPTimeouts|TCPSpuriousRTOs|TCPLossProbes|TCPSlowStartRetrans|TCPFastRetrans|TCPLostRetransmit|TCPSpuriousRtxHostQueues)$/) printf "%s=%s ", n[i], $i }'
 }
+# tcp_segs NS: the namespace's TCP RetransSegs and OutSegs (/proc/net/snmp).
+tcp_segs() { nsx "$1" cat /proc/net/snmp | awk '$1 == "Tcp:" { if (h) print $13, $12; h = 1 }'; }
 # tcp_stats_delta BEFORE AFTER: the counters that moved, as name=+N.
 tcp_stats_delta() {
   echo "$1 | $2" | awk '{ for (i = 1; i <= NF; i++) { if ($i == "|") { after = 1; continue }
