@@ -5,9 +5,9 @@
  * stayed above target for an interval, CoDel marks (ECN-capable packets, ECN on) or drops one
  * packet, then the next after interval/sqrt(count), until the delay falls below target. This
  * keeps the standing backlog near target, so no flow of the class waits behind seconds of it.
- * A local socket's packet that cannot be marked is not dropped (congestion.h): its socket
- * already waits for it, and what each such flow can add to the backlog is what TCP small
- * queues or its send buffer allow, which the horizon still bounds.
+ * A local TCP socket's packet sent through another device (a bridge) that cannot be marked is
+ * not dropped (congestion.h): its socket already waits for it, and what each such flow can add
+ * to the backlog is what TCP small queues allow, which the horizon still bounds.
  */
 #ifndef SHAPER_AQM_H
 #define SHAPER_AQM_H
