@@ -42,6 +42,7 @@
 #include "sparse.h"
 #include "fair.h"
 #include "ingress.h"
+#include "borrow.h"
 
 struct edt_packet {
 	struct packet_view *view;
@@ -104,9 +105,8 @@ static __always_inline __u64 edt_neighbour(struct __sk_buff *skb, const struct p
 struct edt_peek {
 	__u64 now;            /* in */
 	__u64 neighbour_mask; /* in: edt_neighbour's, as a mask */
-	__u64 departure;      /* out: where this CPU's charge would start */
 	__u32 parent;         /* out: the level above; 0 at the top */
-	__u32 beyond;         /* out: 1 when that departure lies past the level's horizon */
+	struct borrow_walk walk; /* in and out: which levels it waits on, and when (borrow.h) */
 };
 
 __noinline int edt_peek_level(__u32 id, struct edt_peek *p)
@@ -118,9 +118,10 @@ __noinline int edt_peek_level(__u32 id, struct edt_peek *p)
 		return 0;
 	/* In this CPU's slice, or on the shared clock. */
 	__u64 tat = st ? slice_peek(st, cls, p->now) : *(volatile __u64 *)&cls->tat_ns;
+	const __u64 departure = gcra_departure(tat, cls->burst_ns, p->now);
 
-	p->departure = gcra_departure(tat, cls->burst_ns, p->now);
-	p->beyond = p->departure > gcra_horizon(cls, p->now, p->neighbour_mask);
+	borrow_step(&p->walk, cls, p->now, departure,
+		    departure > gcra_horizon(cls, p->now, p->neighbour_mask));
 	p->parent = cls->parent_id;
 	return 1;
 }
@@ -131,10 +132,14 @@ struct edt_charge {
 	__u64 neighbour_mask; /* in */
 	__u32 wire_len;       /* in */
 	__u32 segs;           /* in */
-	__u64 departure;      /* out: when the level lets the packet leave */
+	__u8 level;           /* in: 0 at the leaf, counted up by each call */
+	__u8 waited;          /* in: pass 1's levels waited on, that asked to borrow, lent to */
+	__u8 asked;
+	__u8 borrowed;
+	__u64 departure;      /* out: when the level lets the packet leave; 0 if not waited on */
 	__u32 parent;         /* out */
 	__u32 rounded_up;     /* out: 1 when the charge was rounded up (charge.h) */
-	__u32 refused;        /* out: 1 when the departure lies past the level's horizon */
+	__u32 refused;        /* out: 1 when a level waited on puts the departure past its horizon */
 };
 
 __noinline int edt_charge_level(__u32 id, struct edt_charge *c)
@@ -144,17 +149,32 @@ __noinline int edt_charge_level(__u32 id, struct edt_charge *c)
 
 	if (!c || !st || !gcra_usable(cls))
 		return 0;
+	const __u8 bit = 1u << (c->level++ & 7);
 	const __u64 cost = shaper_packet_cost(c->wire_len, c->segs, cls->overhead, cls->mpu);
+	/* A class that asked to borrow is counted at its parent; lent to, it is charged at its
+	 * allotment there (borrow.h), else at its rate. */
+	struct shaper_class *parent = c->asked & bit ? gcra_class(cls->parent_id) : NULL;
+	struct shaper_class *lender = c->borrowed & bit ? parent : NULL;
+
+	if (parent)
+		lend_count(parent, cls, c->now);
+	const __u64 per_byte = lender ? borrow_ns_per_byte(cls, lender) : cls->ns_per_byte_fp;
 	__u32 frac;
-	const __u64 whole = shaper_cost_time(cost, cls->ns_per_byte_fp, &frac);
+	const __u64 whole = shaper_cost_time(cost, per_byte, &frac);
 	const __u64 charge = shaper_round_time(whole, frac, &st->clock_carry);
 	const __u64 tat = slice_charge(cls, st, c->now, charge, whole + (frac != 0));
+	const __u64 departure = gcra_departure(tat, cls->burst_ns, c->now);
 
-	c->departure = gcra_departure(tat, cls->burst_ns, c->now);
 	stats_add(st, c->segs, cost);
 	c->rounded_up = charge != whole;
-	c->refused = c->departure > gcra_horizon(cls, c->now, c->neighbour_mask);
 	c->parent = cls->parent_id;
+	c->refused = (c->waited & bit) && departure > gcra_horizon(cls, c->now, c->neighbour_mask);
+	if (lender && !c->refused) {
+		lend_note(lender, cost);
+		st->borrowed_bytes += cost;
+		st->ceil_held += per_byte == cls->ceil_ns_per_byte_fp && departure > c->now;
+	}
+	c->departure = c->waited & bit ? departure : 0;
 	return 1;
 }
 
@@ -184,31 +204,33 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 		barrier_var(warm);
 	}
 
-	/* Pass 1: every level must accept the packet before any level is charged. */
-	struct edt_peek peek = {.now = pkt->now, .neighbour_mask = neighbour_mask};
-	bool found = false;
+	/* Pass 1: every level it waits on must accept the packet before any level is charged. */
+	__u8 waited, asked, borrowed;
+	{
+		struct edt_peek peek = {.now = pkt->now, .neighbour_mask = neighbour_mask,
+					.walk = {.waits = 1, .estimate = pkt->now, .leaf_departure = pkt->now}};
 
 #pragma unroll
-	for (int i = 0; i < SHAPER_MAX_DEPTH; i++) {
-		if (!edt_peek_level(id, &peek))
-			break;
-		beyond |= peek.beyond;
-		if (peek.departure > estimate)
-			estimate = peek.departure;
-		if (i == 0) {
-			found = true;
-			leaf_departure = peek.departure;
+		for (int i = 0; i < SHAPER_MAX_DEPTH; i++) {
+			if (!edt_peek_level(id, &peek))
+				break;
+			id = peek.parent;
+			if (!id)
+				break; /* the top level: no lookups spent on class 0 */
 		}
-		id = peek.parent;
-		if (!id)
-			break; /* the top level: no lookups spent on class 0 */
+		beyond = peek.walk.beyond;
+		estimate = peek.walk.estimate;
+		leaf_departure = peek.walk.leaf_departure;
+		waited = peek.walk.waited;
+		asked = peek.walk.asked;
+		borrowed = peek.walk.borrowed;
+		if (peek.walk.level)
+			leaf = gcra_class(class_id);
 	}
-	if (found)
-		leaf = gcra_class(class_id);
 	if (!gcra_usable(leaf))
 		return EDT_UNSHAPED;
 	if (beyond) {
-		gcra_refund(class_id, 0, 0, pkt->wire_len, pkt->segs);
+		gcra_refund(class_id, 0, pkt->wire_len, pkt->segs);
 		return EDT_DROP;
 	}
 
@@ -267,6 +289,7 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 
 	struct edt_charge level = {
 		.now = pkt->now, .neighbour_mask = neighbour_mask, .wire_len = pkt->wire_len, .segs = pkt->segs,
+		.waited = waited, .asked = asked, .borrowed = borrowed,
 	};
 
 	id = class_id;
@@ -290,7 +313,9 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 			break;
 	}
 	if (refused) {
-		gcra_refund(class_id, charged, rounded_up, pkt->wire_len, pkt->segs);
+		gcra_refund(class_id,
+			    charged | rounded_up << GCRA_ROUNDED_UP_SHIFT | (__u32)borrowed << GCRA_BORROWED_SHIFT,
+			    pkt->wire_len, pkt->segs);
 		return EDT_DROP;
 	}
 	stats_marks(leaf_stats, marks);

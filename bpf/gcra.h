@@ -51,13 +51,19 @@ static __always_inline __u64 gcra_departure(__u64 tat, __u64 burst_ns, __u64 now
 
 /*
  * A packet refused for a horizon: its drop is counted at every level from class `id` up, and
- * the levels pass 2 had charged (bit i of `charged`: level i, the leaf being 0) get their charges
- * back with their counters and rounding (bit i of `rounded_up`: level i's charge was rounded up,
- * charge.h). A global function, so the verifier checks it once on its own instead of once per
+ * the levels pass 2 had charged (bit i of `levels`: level i, the leaf being 0) get their charges
+ * back with their counters and rounding (bit 8 + i: level i's charge was rounded up, charge.h;
+ * bit 16 + i: level i borrowed, borrow.h). A global function, so the verifier checks it once on its own instead of once per
  * path that ends in a horizon drop.
  */
-__noinline int gcra_refund(__u32 id, __u32 charged, __u32 rounded_up, __u32 wire_len, __u32 segs)
+#define GCRA_ROUNDED_UP_SHIFT 8
+#define GCRA_BORROWED_SHIFT 16
+
+__noinline int gcra_refund(__u32 id, __u32 levels, __u32 wire_len, __u32 segs)
 {
+	const __u32 charged = levels & 0xff, rounded_up = (levels >> GCRA_ROUNDED_UP_SHIFT) & 0xff;
+	const __u32 borrowed = (levels >> GCRA_BORROWED_SHIFT) & 0xff;
+
 	for (int i = 0; i < SHAPER_MAX_DEPTH; i++) {
 		struct shaper_class *cls = gcra_class(id);
 		struct shaper_class_stats *st = stats_of(id);
@@ -68,7 +74,10 @@ __noinline int gcra_refund(__u32 id, __u32 charged, __u32 rounded_up, __u32 wire
 		if ((charged >> i) & 1) {
 			const __u64 cost = shaper_packet_cost(wire_len, segs, cls->overhead, cls->mpu);
 			__u32 frac;
-			const __u64 whole = shaper_cost_time(cost, cls->ns_per_byte_fp, &frac);
+			/* A borrowed charge (bit i of `borrowed`, borrow.h) lay between the ceil's and
+			 * the rate's: given back at the ceil's, never more than was taken. */
+			const __u64 per_byte = (borrowed >> i) & 1 ? cls->ceil_ns_per_byte_fp : cls->ns_per_byte_fp;
+			const __u64 whole = shaper_cost_time(cost, per_byte, &frac);
 			const __u64 up = (rounded_up >> i) & 1;
 
 			slice_refund(cls, st, whole + up);

@@ -9,7 +9,7 @@
  *                       record of each class (rates as given); the datapath never reads it
  *   shaper_classes      ARRAY[max_classes]  struct shaper_class  mmapable: all a packet reads of
  *                       its class (the config it needs, derived from the record) and its clocks,
- *                       three cache lines: config, backlog state, clocks.
+ *                       four cache lines: config, backlog state, clocks, lending.
  *                       The control plane writes the config part and moves clocks with atomics,
  *                       through the mapping
  *   shaper_class_stats  ARRAY[cpus * max_classes] struct shaper_class_stats  mmapable, datapath
@@ -46,7 +46,7 @@
 #include <linux/types.h>
 #endif
 
-#define SHAPER_ABI_VERSION 8
+#define SHAPER_ABI_VERSION 9
 
 /* Limits, enforced by the control plane before anything reaches a map. */
 #define SHAPER_DEFAULT_MAX_CLASSES 16384u   /* ids 1..max_classes-1 */
@@ -124,6 +124,11 @@ enum shaper_mode {
 #define SHAPER_CLASS_ECN (1u << 2) /* CE-mark ECN-capable packets instead of dropping them */
 #define SHAPER_CLASS_SPARSE (1u << 3) /* sparse flows leave ahead of the class backlog */
 #define SHAPER_CLASS_FAIR (1u << 4)   /* bulk flows above their share are marked or dropped */
+#define SHAPER_CLASS_CEIL (1u << 5)   /* a guaranteed rate that borrows up to a ceiling (bpf/borrow.h) */
+
+#define SHAPER_PRIO_MAX 7u              /* borrowers' priorities: 0 first, 7 last */
+#define SHAPER_LEND_EPOCH_NS 20000000ull /* a lender re-divides its spare this often (bpf/borrow.h) */
+#define SHAPER_LEND_PRIO_SHIFT 60        /* lend_now, lend_last: prio + 1 above, weight below; 0: none */
 
 #define SHAPER_FLOW_BUCKETS (1u << 16)          /* flows remembered: two ways per bucket */
 #define SHAPER_SPARSE_MIN_BACKLOG_NS 1000000ull /* below 1 ms of backlog nobody needs to jump */
@@ -251,6 +256,12 @@ struct shaper_class_config {
 	__u64 aqm_interval_ns;/* CoDel: how long above target before acting */
 	__u64 aqm_floor_ns;   /* SHAPER_AQM_FLOOR_BYTES at rate: slow classes need a larger target */
 	__u64 sparse_allowance_ns; /* how far sparse packets may run ahead: two frames at rate */
+	/* Borrowing (bpf/borrow.h): with a ceil, the rate is guaranteed and the class borrows
+	 * from its parent's spare up to the ceil. */
+	__u64 ceil_bps;       /* 0: none, the rate is the class's cap */
+	__u64 ceil_ns_per_byte_fp; /* the fastest it may go: the ceil, as ns_per_byte_fp */
+	__u32 prio;           /* 0-7: the lowest prio borrowing is offered the spare */
+	__u32 pad;
 };
 
 /* CoDel's state for one class, under its lock (CPUs enqueue into one class at once). */
@@ -265,12 +276,13 @@ struct shaper_class_aqm {
 
 /*
  * A class as the packet path sees it: one entry, so a class whose entry is out of the caches
- * costs its lines' misses at once, not one map after another. 192 bytes in a map whose values
- * start on a page: three whole cache lines, and classes never share one. Line 0 is the config
+ * costs its lines' misses at once, not one map after another. 256 bytes in a map whose values
+ * start on a page: four whole cache lines, and classes never share one. Line 0 is the config
  * every packet reads, line 1 what backlogged packets add (sparse flows, fair shares): both
  * change only with the config or once per fair-share epoch, so CPUs charging one class keep
  * them cached together. Line 2 holds the clocks, which every charge writes: apart, so that a
  * CPU taking a slice of the clock (bpf/slice.h) does not take the config's line from the others.
+ * Line 3 is a lender's state, which changes once per lending epoch (bpf/borrow.h).
  *
  * The config fields are the control plane's copy of shaper_class_config, written field by
  * field (flags last when a class appears, first when it goes). The clocks (GCRA's theoretical
@@ -304,6 +316,21 @@ struct shaper_class {
 	/* Line 2: the clocks. */
 	__u64 tat_ns __attribute__((aligned(64))); /* the class clock, monotonic ns */
 	__u64 sparse_tat_ns;  /* the sparse allowance's own clock (GCRA at the class rate) */
+	/* Borrowing's config, read by a borrowed packet beside the clock it charges. */
+	__u64 ceil_ns_per_byte_fp; /* as shaper_class_config; 0: no ceil */
+	__u32 rate_kbit;      /* the class's weight among borrowers: its rate */
+	__u32 prio;
+	/* Line 3: lending (bpf/borrow.h), as a parent to its children, and once per epoch as a
+	 * borrowing child to its parent. */
+	__u64 lend_epoch_ns __attribute__((aligned(64))); /* when this lending epoch began */
+	__u64 lend_epoch_tat_ns; /* the clock then (or now, if it was behind) */
+	__u64 lend_taken_fp;  /* the share of the rate not left to borrowers, 2^-16 (0: all is spare) */
+	__u64 lend_now;       /* borrowers counted this epoch: (prio + 1) << 60 | their rates in kbit */
+	__u64 lend_last;      /* ...and in the last: the lowest prio's, the one that borrows */
+	__u64 lend_lent_ns;   /* clock time charged by borrowed packets this epoch */
+	__u32 lend_serial;    /* epoch serial */
+	__u32 lend_counted;   /* as a child: the parent's epoch serial it was last counted in */
+	__u64 borrowing_until_ns; /* as a child: it borrows, backlogged or not, until then */
 } __attribute__((aligned(64)));
 
 /*
@@ -378,7 +405,8 @@ struct shaper_class_stats {
 	 * departure - now of each stamped packet, summed and counted in buckets (bpf/delay.h). */
 	__u64 delay_sum_ns;
 	__u64 delay_buckets[SHAPER_DELAY_BUCKETS];
-	__u64 spare[2]; /* four whole cache lines (see above) */
+	__u64 borrowed_bytes; /* bytes sent beyond the guarantee, from the parent's spare */
+	__u64 ceil_held;      /* packets that borrowed and then waited for the class's ceil */
 };
 
 #endif /* SHAPER_ABI_H */

@@ -39,6 +39,7 @@ Scalar spec_scalar(const ClassField& f, int64_t v)
     switch (f.kind) {
     case FieldKind::ClassId: return v ? num(uint64_t(v)) : Scalar{Scalar::Null};
     case FieldKind::Int: return snum(v);
+    case FieldKind::Rate: return v || f.min ? num(uint64_t(v)) : Scalar{Scalar::Null};
     case FieldKind::Switch: return std::string_view(f.on) == "on" ? flag(v != 0) : text(v ? f.on : f.off);
     default: return num(uint64_t(v));
     }

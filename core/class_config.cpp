@@ -61,6 +61,11 @@ void validate_class(const ClassSpec& spec, uint32_t max_classes, const FqHorizon
             throw Error(name + ": " + f.noun + " " + std::to_string(v) + unit + " is out of range (" +
                         std::to_string(f.min) + unit + " to " + std::to_string(f.max) + unit + ")");
     }
+    if (spec.ceil_bps && spec.ceil_bps < spec.rate_bps)
+        throw Error(name + ": ceil " + format_rate(spec.ceil_bps) + " is below its rate " +
+                    format_rate(spec.rate_bps) + " (the ceil is the most it may send)");
+    if (spec.ceil_bps && !spec.parent)
+        throw Error(name + ": ceil needs a parent to borrow from (a top-level class's rate is its cap)");
     check_fits_fq_horizon(spec.id, spec.horizon_ns, fq);
     if (bytes_ns(spec.burst_bytes, ns_per_byte_fp(spec.rate_bps)) > SHAPER_BURST_MAX_NS)
         throw Error(name + ": burst " + std::to_string(spec.burst_bytes) +
@@ -81,6 +86,9 @@ shaper_class_config class_config_of(const ClassSpec& spec)
     shaper_class_config config{};
     config.rate_bps = spec.rate_bps;
     config.ns_per_byte_fp = ns_per_byte_fp(spec.rate_bps);
+    config.ceil_bps = spec.ceil_bps;
+    config.ceil_ns_per_byte_fp = spec.ceil_bps ? ns_per_byte_fp(spec.ceil_bps) : 0;
+    config.prio = spec.prio;
     config.burst_ns = bytes_ns(spec.burst_bytes, config.ns_per_byte_fp);
     config.horizon_ns = spec.horizon_ns;
     config.burst_bytes = (uint32_t)spec.burst_bytes;
@@ -89,7 +97,7 @@ shaper_class_config class_config_of(const ClassSpec& spec)
     config.parent_id = spec.parent;
     config.flags = SHAPER_CLASS_PRESENT | (spec.aqm ? SHAPER_CLASS_AQM : 0) |
                    (spec.ecn ? SHAPER_CLASS_ECN : 0) | (spec.sparse ? SHAPER_CLASS_SPARSE : 0) |
-                   (spec.fair ? SHAPER_CLASS_FAIR : 0);
+                   (spec.fair ? SHAPER_CLASS_FAIR : 0) | (spec.ceil_bps ? SHAPER_CLASS_CEIL : 0);
     config.aqm_target_ns = spec.aqm_target_ns;
     config.aqm_interval_ns = spec.aqm_interval_ns;
     config.fair_tolerance_pm = spec.fair_tolerance;
@@ -104,6 +112,8 @@ ClassSpec class_spec_from_config(uint32_t id, const shaper_class_config& config)
     ClassSpec spec;
     spec.id = id;
     spec.rate_bps = config.rate_bps;
+    spec.ceil_bps = config.ceil_bps;
+    spec.prio = config.prio;
     spec.burst_bytes = config.burst_bytes;
     spec.parent = config.parent_id;
     spec.overhead = config.overhead;

@@ -24,6 +24,10 @@ const std::vector<CounterField>& counter_fields()
         {"fair_holds", &ClassCounters::fair_holds, K::Traffic, "shaperctl_class_fair_holds_total", nullptr,
          "Packets of a local socket's flow through a bridge above its fair share, sent later to "
          "hold it to its share instead of marked or dropped."},
+        {"borrowed_bytes", &ClassCounters::borrowed_bytes, K::Traffic, "shaperctl_class_borrowed_bytes_total",
+         nullptr, "Bytes the class sent above its guaranteed rate, from its parent's spare (a class with a ceil)."},
+        {"ceil_held", &ClassCounters::ceil_held, K::Traffic, "shaperctl_class_ceil_held_total", nullptr,
+         "Packets that borrowed and waited for the class's ceil: the class was at its ceiling."},
         {"sparse", &ClassCounters::sparse, K::Traffic, "shaperctl_class_sparse_packets_total", nullptr,
          "Packets of sparse flows sent ahead of the class backlog (still charged)."},
     };

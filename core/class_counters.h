@@ -13,7 +13,7 @@ namespace shaperctl {
 
 struct ClassCounters {
     uint64_t packets = 0, segments = 0, bytes = 0, drops_horizon = 0, drops_aqm = 0, ecn_marks = 0, sparse = 0;
-    uint64_t fair_marks = 0, drops_fair = 0, fair_holds = 0;
+    uint64_t fair_marks = 0, drops_fair = 0, fair_holds = 0, borrowed_bytes = 0, ceil_held = 0;
     uint64_t clock_carry = 0;  // 2^-32 ns the clock is ahead of the exact charge (< 2^32 per CPU)
     DelayHistogram delay;      // the class's own packets (not its descendants'), EDT only
 };

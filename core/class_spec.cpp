@@ -21,11 +21,18 @@ const std::vector<ClassField>& class_fields()
         {"rate", "rate_bps", K::Rate, SHAPER_RATE_MIN_BPS, SHAPER_RATE_MAX_BPS,
          "wire rate: 100kbit, 20mbit, 1.5gbit, 10mbps (bytes/s); 8kbit to 400gbit",
          CLASS_MEMBER(rate_bps), "rate", "on", "off", true},
+        {"ceil", "ceil_bps", K::Rate, 0, SHAPER_RATE_MAX_BPS,
+         "the most the class may send, borrowing above its rate from its parent's spare; the rate is "
+         "then guaranteed (default none: the rate is the class's cap)",
+         CLASS_MEMBER(ceil_bps), "ceil", "on", "off", false, false, true},
         {"burst", "burst_bytes", K::Size, 0, SHAPER_BURST_MAX_BYTES,
          "bytes sent at once after idle: 64kb, 1500b; at most 1gb and an hour of credit (default 0: pure pacing)",
          CLASS_MEMBER(burst_bytes), "burst"},
         {"parent", "parent", K::ClassId, 0, kMaxId, "parent class id; 0 (null in files) for top level",
          CLASS_MEMBER(parent), "parent id"},
+        {"prio", "prio", K::Int, 0, SHAPER_PRIO_MAX,
+         "0 (default) to 7: among siblings that borrow, a lower prio is offered the parent's spare first",
+         CLASS_MEMBER(prio), "prio", "on", "off", false, false, true},
         {"overhead", "overhead", K::Int, SHAPER_OVERHEAD_MIN, SHAPER_OVERHEAD_MAX,
          "bytes added per segment, -64 to 256 (24: Ethernet's preamble, FCS and gap)",
          CLASS_MEMBER(overhead), "overhead"},
@@ -71,7 +78,7 @@ std::string field_text(const ClassField& field, int64_t value)
 {
     switch (field.kind) {
     case FieldKind::ClassId: return value ? std::to_string(value) : "none";
-    case FieldKind::Rate: return format_rate(uint64_t(value));
+    case FieldKind::Rate: return value || field.min ? format_rate(uint64_t(value)) : "none";
     case FieldKind::Size: return format_size(uint64_t(value));
     case FieldKind::Time: return format_time(uint64_t(value));
     case FieldKind::Int: return std::to_string(value);
@@ -85,7 +92,7 @@ int64_t parse_field(const ClassField& field, std::string_view text)
     switch (field.kind) {
     case FieldKind::ClassId:
     case FieldKind::Int: return parse_int(text, field.min, field.max, field.noun);
-    case FieldKind::Rate: return int64_t(parse_rate(text));
+    case FieldKind::Rate: return field.min == 0 && text == "none" ? 0 : int64_t(parse_rate(text));
     case FieldKind::Size: return int64_t(parse_size(text, uint64_t(field.max)));
     case FieldKind::Time: return int64_t(parse_time(text));
     case FieldKind::Switch:

@@ -15,9 +15,11 @@ namespace shaperctl {
 
 struct ClassSpec {
     uint32_t id = 0;
-    uint64_t rate_bps = 0;
+    uint64_t rate_bps = 0;     // the cap; with a ceil, the guarantee
+    uint64_t ceil_bps = 0;     // 0: none; else the most it sends, borrowing above the rate
     uint64_t burst_bytes = 0;  // 0: pure pacing, one packet at a time
     uint32_t parent = 0;       // 0: top level
+    uint32_t prio = 0;         // among borrowing siblings, 0 is offered the spare first
     int32_t overhead = 0;      // bytes per segment; 24 is Ethernet's preamble, FCS and gap
     uint32_t mpu = 0;
     uint64_t horizon_ns = 0;   // 0: the mode's default
@@ -32,7 +34,8 @@ struct ClassSpec {
     bool operator==(const ClassSpec&) const = default;
 };
 
-// How a field is written: ids (a parent of 0 is "none", null in files), rates ("20mbit"), sizes
+// How a field is written: ids (a parent of 0 is "none", null in files), rates ("20mbit"; a rate
+// whose minimum is 0 is "none", null in files, at 0), sizes
 // ("64kb", or a number of bytes in files), times ("5ms"), plain integers, and switches (two
 // words, or a boolean in files).
 enum class FieldKind { ClassId, Rate, Size, Time, Int, Switch };
@@ -50,6 +53,7 @@ struct ClassField {
     const char* off = "off";
     bool required = false;   // in every file entry, and on add-class
     bool mode_default = false;  // absent means the mode's default (mode_horizon)
+    bool listed_when_set = false;  // dump lists it only away from its default
 };
 
 // Every field, in the order files, dump and diffs list them; the first is the id.

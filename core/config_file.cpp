@@ -56,7 +56,7 @@ int64_t get_class_field(const ClassField& f, const json& v, const std::string& p
     case FieldKind::ClassId:
         return v.is_null() && f.min == 0 ? 0 : get_int(v, path, f.min, f.max);
     case FieldKind::Int: return get_int(v, path, f.min, f.max);
-    case FieldKind::Rate: return int64_t(get_rate(v, path));
+    case FieldKind::Rate: return v.is_null() && f.min == 0 ? 0 : int64_t(get_rate(v, path));
     case FieldKind::Size: return int64_t(get_size(v, path, uint64_t(f.max)));
     case FieldKind::Time: return int64_t(get_time(v, path));
     case FieldKind::Switch: return get_switch(v, path, f.on, f.off);
@@ -279,6 +279,12 @@ bool follows_rate(const ClassField& f, const ClassSpec& s, const ShaperConfig& c
     return f.mode_default && c.side == Direction::Ingress && horizon_is_default(s, c.side, c.mode);
 }
 
+// Fields dump leaves out: a horizon that follows the rate, and a field listed only when set.
+bool left_out(const ClassField& f, const ClassSpec& s, const ShaperConfig& c)
+{
+    return follows_rate(f, s, c) || (f.listed_when_set && f.get(s) == f.get(ClassSpec{}));
+}
+
 }  // namespace
 
 const std::vector<std::string>& config_keys(const std::string& object)
@@ -367,7 +373,7 @@ ojson config_json(const std::vector<std::pair<std::string, ShaperConfig>>& devic
         for (const ClassSpec& s : c.classes) {
             ojson k;
             for (const ClassField& f : class_fields())
-                if (!follows_rate(f, s, c))
+                if (!left_out(f, s, c))
                     k[f.name] = class_field_json(f, f.get(s));
             classes.push_back(k);
         }

@@ -208,7 +208,12 @@ ojson class_property(const ClassField& f)
         else
             p["oneOf"] = {{{"type", "integer"}, {"minimum", f.min}, {"maximum", f.max}}, {{"type", "null"}}};
         break;
-    case FieldKind::Rate: p["$ref"] = "#/$defs/rate"; break;
+    case FieldKind::Rate:
+        if (f.min == 0)
+            p["oneOf"] = {{{"$ref", "#/$defs/rate"}}, {{"type", "null"}}};
+        else
+            p["$ref"] = "#/$defs/rate";
+        break;
     case FieldKind::Size: p["$ref"] = "#/$defs/size"; break;
     case FieldKind::Time: p["$ref"] = "#/$defs/time"; break;
     case FieldKind::Int:
@@ -221,7 +226,9 @@ ojson class_property(const ClassField& f)
         break;
     }
     if (!f.required && !f.mode_default && f.kind != FieldKind::ClassId)
-        p["default"] = f.kind == FieldKind::Int ? ojson(default_value) : ojson(field_text(f, default_value));
+        p["default"] = f.kind == FieldKind::Int               ? ojson(default_value)
+                       : f.kind == FieldKind::Rate && !f.min ? ojson(nullptr)
+                                                              : ojson(field_text(f, default_value));
     p["description"] = f.help;
     return p;
 }

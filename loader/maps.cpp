@@ -151,6 +151,9 @@ void ShaperMaps::write_entry_config(uint32_t id, const shaper_class_config& conf
     mapped_store(e.sparse_allowance_ns, config.sparse_allowance_ns);
     mapped_store(e.aqm_interval_ns, config.aqm_interval_ns);
     mapped_store(e.fair_tolerance_pm, config.fair_tolerance_pm);
+    mapped_store(e.ceil_ns_per_byte_fp, config.ceil_ns_per_byte_fp);
+    mapped_store(e.rate_kbit, uint32_t(std::min<uint64_t>(config.rate_bps / 1000, UINT32_MAX)));
+    mapped_store(e.prio, config.prio);
     mapped_store(e.flags, config.flags, std::memory_order_release);
 }
 
@@ -287,10 +290,12 @@ namespace {
 // counters (bpf/shaper_abi.h): fn(the map's field, ours) for each.
 #define SHAPER_CLOCK_FIELDS(f) \
     f(tat_ns) f(sparse_tat_ns) f(fair_epoch_ns) f(fair_epoch_tat_ns) f(fair_flows) f(fair_share_ns) \
-    f(fair_epoch) f(fair_epoch_len_ns) f(fair_held_ns) f(fair_share_flows)
+    f(fair_epoch) f(fair_epoch_len_ns) f(fair_held_ns) f(fair_share_flows) f(lend_epoch_ns) \
+    f(lend_epoch_tat_ns) f(lend_taken_fp) f(lend_now) f(lend_last) f(lend_lent_ns) f(lend_serial) f(lend_counted) \
+    f(borrowing_until_ns)
 #define SHAPER_COUNTER_FIELDS(f) \
     f(packets) f(segments) f(bytes) f(clock_carry) f(drops_horizon) f(drops_aqm) f(ecn_marks) \
-    f(sparse) f(fair_marks) f(drops_fair) f(fair_holds)
+    f(sparse) f(fair_marks) f(drops_fair) f(fair_holds) f(borrowed_bytes) f(ceil_held)
 #define SHAPER_FIELD_PAIR(name) fn(map.name, ours.name);
 
 template <typename Entry, typename Clock, typename F>

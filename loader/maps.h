@@ -28,6 +28,11 @@ struct ClassClock {
     uint32_t fair_epoch = 0;
     uint64_t fair_epoch_len_ns = 0, fair_held_ns = 0;
     uint32_t fair_share_flows = 0;
+    // Lending (bpf/borrow.h): a lender's epoch and figures, and as a child its last count.
+    uint64_t lend_epoch_ns = 0, lend_epoch_tat_ns = 0, lend_taken_fp = 0, lend_now = 0, lend_last = 0,
+             lend_lent_ns = 0;
+    uint32_t lend_serial = 0, lend_counted = 0;
+    uint64_t borrowing_until_ns = 0;
 };
 
 // Adds one CPU's counters of a class to `sum`.

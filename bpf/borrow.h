@@ -1,0 +1,201 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * Guaranteed rates that borrow up to a ceiling, with priority: HTB's model on EDT clocks.
+ *
+ * A class with a ceil keeps one clock, like any class, but charges it at one of two speeds. A
+ * packet that finds the clock behind now (the class sends less than its rate) is the class's
+ * own: charged at the rate, it waits on no level above (which it still charges): HTB's green
+ * class. A packet that finds the clock ahead (a backlog), or of a class that borrowed within
+ * two epochs, asks its parent for a loan, which is granted when the parent's clock would not
+ * make it wait longer than its own: it is then charged at the class's allotment, between its
+ * rate and its ceil, and waits on its parent too, whose clock every child's packets charge, so
+ * the parent stays a cap. Refused, it goes on the guarantee. A class without a ceil is a cap at
+ * its rate and waits on every level above, as always.
+ *
+ * Allotments are set per lending epoch (SHAPER_LEND_EPOCH_NS) by the parent, from two figures:
+ *  - who borrowed in the last epoch: each borrowing child adds its rate to the parent's count
+ *    once per epoch (an atomic on the parent's lending line, not per packet); only the lowest
+ *    prio counted keeps its weight: it is offered the spare, higher prios keep their rate;
+ *  - how much of the parent the others take: the share `taken` of the epoch that the parent's
+ *    clock advanced for packets not lent (sent on guarantees, or by classes without a ceil),
+ *    plus the longest a borrower waited on the parent beyond its own clock (booked already:
+ *    the next epoch drains it); borrowed packets add their cost on the parent's clock to a sum
+ *    apart (one atomic each).
+ * A borrower's allotment is parent rate * (1 - taken) * its rate / the borrowers' rates, at
+ * least its rate and at most its ceil: the spare split in proportion to the guarantees, as
+ * HTB's quantum does by default. A borrower the last epoch did not count (the first to ask)
+ * is alone: its allotment is the whole spare.
+ *
+ * Bounds, for a parent P of rate R whose children's rates sum to at most R:
+ *  - A child sending at least its rate gets it: its clock advances at most at its rate per
+ *    byte, and it waits on P only for what its own loans booked there.
+ *  - Each class's ceil holds as a rate does (gcra.h): no packet is charged faster than it.
+ *  - P's bound holds: borrowed packets wait on its clock, which every packet charges; packets
+ *    sent on guarantees sum to R at most.
+ *  - A borrower reaches its allotment when a sibling goes idle within two epochs (the sibling
+ *    is not counted in the next; its clock stops charging P), and gives it back when the
+ *    sibling returns within two (counted again); meanwhile P's clock arbitrates.
+ * Children whose rates sum above R (apply warns) are each still served at their rate: P is then
+ * exceeded by that excess while all of them send, as HTB's parent is.
+ *
+ * Across CPUs: the epoch turns by one compare-and-swap on its start; counts are compare-and-
+ * swap loops; allotments are read without locks (one epoch's figures, or the next's).
+ */
+#ifndef SHAPER_BORROW_H
+#define SHAPER_BORROW_H
+
+#include "maps.h"
+#include "charge.h"
+#include "gcra.h"
+
+#define LEND_ONE (1ull << 16)               /* taken_fp of the whole rate */
+#define LEND_WEIGHT_MASK ((1ull << SHAPER_LEND_PRIO_SHIFT) - 1)
+#define LEND_RATIO_MAX (1ull << 25)         /* borrowers' rates over one's, 2^-16, at most 512 */
+
+/* Turns the lender's epoch when it is due: the borrowers counted become the last epoch's, and
+ * `taken` becomes the share of the epoch's clock advance that was not lent. */
+static __always_inline void lend_turn(struct shaper_class *p, __u64 now)
+{
+	const __u64 start = *(volatile __u64 *)&p->lend_epoch_ns;
+
+	if (now - start < SHAPER_LEND_EPOCH_NS ||
+	    __sync_val_compare_and_swap(&p->lend_epoch_ns, start, now) != start)
+		return;
+	const __u64 tat = *(volatile __u64 *)&p->tat_ns, from = p->lend_epoch_tat_ns;
+	const __u64 lent = __sync_lock_test_and_set(&p->lend_lent_ns, 0);
+	const __u64 used = tat > from ? tat - from : 0, others = used > lent ? used - lent : 0;
+	const __u64 span = now - start;
+	const __u64 taken = start ? (others << 16) / span : 0; /* the first epoch measures nothing */
+
+	p->lend_taken_fp = taken > LEND_ONE ? LEND_ONE : taken;
+	p->lend_epoch_tat_ns = tat > now ? tat : now;
+	p->lend_last = __sync_lock_test_and_set(&p->lend_now, 0);
+	__sync_fetch_and_add(&p->lend_serial, 1);
+}
+
+/* Counts borrower `c` (a class that asked, lent or not) at its parent once per epoch, turning the
+ * epoch first when due: its rate joins its prio's weight if no lower prio is counted, and
+ * replaces a higher prio's. */
+static __always_inline void lend_count(struct shaper_class *p, struct shaper_class *c, __u64 now)
+{
+	lend_turn(p, now);
+	const __u32 serial = *(volatile __u32 *)&p->lend_serial;
+
+	/* A borrower stays one for two epochs, backlogged or not: a class just able to keep up
+	 * with its allotment would otherwise flip to its guarantee and go uncounted. Written at
+	 * most once an epoch. */
+	if (now + SHAPER_LEND_EPOCH_NS > c->borrowing_until_ns)
+		c->borrowing_until_ns = now + 2 * SHAPER_LEND_EPOCH_NS;
+
+	if (c->lend_counted == serial)
+		return;
+	c->lend_counted = serial;
+	const __u64 prio = (__u64)(c->prio & 7) + 1, rate = c->rate_kbit ? c->rate_kbit : 1;
+
+	for (int i = 0; i < 4; i++) {
+		const __u64 old = *(volatile __u64 *)&p->lend_now, held = old >> SHAPER_LEND_PRIO_SHIFT;
+
+		if (held && held < prio)
+			return;
+		const __u64 next = held == prio ? old + rate : prio << SHAPER_LEND_PRIO_SHIFT | rate;
+
+		if (__sync_val_compare_and_swap(&p->lend_now, old, next) == old)
+			return;
+	}
+}
+
+/* A borrowed packet's cost on the lender's clock, counted apart from what others take. */
+static __always_inline void lend_note(struct shaper_class *p, __u64 cost)
+{
+	__u32 frac;
+
+	__sync_fetch_and_add(&p->lend_lent_ns, shaper_cost_time(cost, p->ns_per_byte_fp, &frac));
+}
+
+/*
+ * The ns per byte (2^-32 ns) a borrowed packet of class `c` is charged under parent `p`: its
+ * allotment, R * (1 - taken) * rate_c / weight, as a time per byte: t_p * (weight / rate_c) /
+ * (1 - taken); never slower than its rate, never faster than its ceil.
+ */
+static __always_inline __u64 borrow_ns_per_byte(const struct shaper_class *c, const struct shaper_class *p)
+{
+	const __u64 last = *(volatile __u64 *)&p->lend_last, held = last >> SHAPER_LEND_PRIO_SHIFT;
+	const __u64 prio = (__u64)(c->prio & 7) + 1, rate = c->rate_kbit ? c->rate_kbit : 1;
+
+	if (held && held < prio)
+		return c->ns_per_byte_fp; /* a lower prio takes the spare: the guarantee alone */
+	/* Counted last epoch at its prio: its share of their weight; else it borrowed alone. */
+	const __u64 weight = held == prio ? (last & LEND_WEIGHT_MASK) : rate;
+	__u64 ratio = (weight << 16) / rate;
+	const __u64 spare = LEND_ONE - (p->lend_taken_fp > LEND_ONE ? LEND_ONE : p->lend_taken_fp);
+
+	if (ratio > LEND_RATIO_MAX)
+		ratio = LEND_RATIO_MAX;
+	if (spare == 0)
+		return c->ns_per_byte_fp;
+	/* t_p >> 16 times the ratio (2^16) is t_p * ratio; over spare (2^-16) is times 2^16. */
+	const __u64 scaled = (p->ns_per_byte_fp >> 16) * ratio / spare;
+
+	if (scaled >= c->ns_per_byte_fp >> 16)
+		return c->ns_per_byte_fp;
+	const __u64 t = scaled << 16;
+
+	return t < c->ceil_ns_per_byte_fp ? c->ceil_ns_per_byte_fp : t;
+}
+
+/* Pass 1's walk (edt.h), level by level from the leaf: which levels the packet waits on, which
+ * ask to borrow and which are lent to, and its departure so far. Bit i is level i. */
+struct borrow_walk {
+	__u8 level;    /* the level being peeked (0: the leaf) */
+	__u8 waits;    /* 1: the packet waits on this level */
+	__u8 asking;   /* 1: the level below asks this one for a loan */
+	__u8 asked;    /* levels that asked (counted as borrowers at their parent) */
+	__u8 borrowed; /* levels lent to: they wait on the level above */
+	__u8 waited;   /* levels whose departure the packet waits for */
+	__u8 beyond;   /* a level waited on lies past its horizon */
+	__u64 asking_departure; /* the asking level's own departure */
+	__u64 estimate; /* the latest departure of the levels waited on */
+	__u64 leaf_departure;
+};
+
+/*
+ * One level: `departure` is where its charge would start, `beyond` whether that lies past its
+ * horizon. A level with a ceil and a parent asks to borrow when it has a backlog (or borrowed
+ * within two epochs), else it sends on its guarantee and the packet waits on nothing above. The
+ * parent lends when its own departure is no later than the asking level's: a loan never makes a
+ * packet wait longer than its class would. Refused, the packet goes on the class's guarantee,
+ * still counted as a borrower, so that the parent's next allotments make room for it.
+ */
+static __always_inline void borrow_step(struct borrow_walk *w, const struct shaper_class *cls,
+					__u64 now, __u64 departure, __u8 beyond)
+{
+	const __u8 bit = 1u << (w->level & 7);
+
+	if (w->asking) {
+		w->asking = 0;
+		if (departure <= w->asking_departure)
+			w->borrowed |= bit >> 1;
+		else
+			w->waits = 0;
+	}
+	if (w->waits) {
+		w->waited |= bit;
+		w->beyond |= beyond;
+		if (departure > w->estimate)
+			w->estimate = departure;
+		if (w->level == 0)
+			w->leaf_departure = departure;
+		if ((cls->flags & SHAPER_CLASS_CEIL) && cls->parent_id) {
+			if (departure > now || now < *(volatile __u64 *)&cls->borrowing_until_ns) {
+				w->asking = 1;
+				w->asked |= bit;
+				w->asking_departure = departure;
+			} else {
+				w->waits = 0;
+			}
+		}
+	}
+	w->level++;
+}
+
+#endif /* SHAPER_BORROW_H */

@@ -1,0 +1,294 @@
+// Guaranteed rates that borrow up to a ceiling (bpf/borrow.h), through BPF_PROG_TEST_RUN on the
+// host kernel: first each decision on clocks set by hand, then shares over seconds of senders
+// that keep a window of packets queued (as TCP small queues do), judged on the datapath's own
+// stamps, never on how fast the runs went.
+#include <unistd.h>
+
+#include <deque>
+#include <thread>
+#include <vector>
+
+#include "charge.h"
+#include "datapath_fixture.h"
+
+using namespace shaperctl;
+using namespace shaperctl::test;
+
+namespace {
+
+constexpr int kPass = -1;  // on to the next program: the packet passes
+constexpr uint32_t kFrame = 1514;
+constexpr uint64_t kMs = 1'000'000ull;
+
+class Borrow : public Datapath {
+protected:
+    // Parent 10 and its children; every class with a long horizon, nothing but the clocks on.
+    void add(uint32_t id, uint64_t rate, uint64_t ceil = 0, uint32_t parent = 10, uint32_t prio = 0)
+    {
+        add_class({.id = id, .rate_bps = rate, .ceil_bps = ceil, .parent = parent, .prio = prio,
+                   .horizon_ns = 60 * kSec});
+    }
+
+    Verdict send(uint32_t id)
+    {
+        set_default_class(id);
+        return run(kFrame, 1);
+    }
+
+    // Class time of one frame at a rate, as the datapath charges it (to the ns).
+    static uint64_t frame_ns(uint64_t bps)
+    {
+        __u32 frac;
+        return shaper_cost_time(kFrame, ns_per_byte_fp(bps), &frac);
+    }
+
+    ClassClock clock_of(uint32_t id) const { return maps_->clock(id); }
+
+    // Lets the parent's lending epoch turn: the borrowers counted in this one become the last's.
+    static void next_epoch() { std::this_thread::sleep_for(std::chrono::nanoseconds(SHAPER_LEND_EPOCH_NS + 5 * kMs)); }
+};
+
+// A class with a ceil that sends less than its rate is on its guarantee: it leaves at once though
+// its parent is 5 s behind, charged at its rate at both levels; a class without a ceil waits.
+TEST_F(Borrow, AClassWithinItsRateWaitsOnNoParent)
+{
+    add(10, 20'000'000, 0, 0);
+    add(1, 5'000'000, 20'000'000);
+    add(2, 5'000'000);
+    const uint64_t parent = backlog_class(10, 5 * kSec);
+
+    const Verdict own = send(1);
+    ASSERT_EQ(own.action, kPass);
+    EXPECT_LE(own.tstamp, own.after) << "within its rate it waits for nobody";
+    expect_charged(own, 0, tat(1), frame_ns(5'000'000));
+    EXPECT_EQ(tat(10), parent + frame_ns(20'000'000)) << "the parent is charged all the same";
+    EXPECT_EQ(maps_->counters(1).borrowed_bytes, 0u);
+
+    const Verdict capped = send(2);
+    expect_departure(capped, parent + frame_ns(20'000'000));
+}
+
+// A backlogged class borrows: charged at its allotment (alone, the parent's whole rate, here its
+// ceil), it leaves by its own clock.
+TEST_F(Borrow, ABackloggedClassBorrowsAtItsAllotment)
+{
+    add(10, 20'000'000, 0, 0);
+    add(1, 5'000'000, 20'000'000);
+    const uint64_t own = backlog_class(1, 1 * kSec);
+
+    const Verdict v = send(1);
+    ASSERT_EQ(v.action, kPass);
+    expect_departure(v, own);
+    EXPECT_EQ(tat(1), own + frame_ns(20'000'000)) << "charged at the allotment, not at its rate";
+    EXPECT_EQ(maps_->counters(1).borrowed_bytes, kFrame);
+
+}
+
+// A loan never makes a packet wait longer than its class would: with the parent 2 s behind and
+// the class 1 s, the packet goes on the guarantee (charged at the rate, leaving by its own
+// clock), and the class is counted as a borrower all the same.
+TEST_F(Borrow, ALoanNeverMakesAPacketWaitLonger)
+{
+    add(10, 20'000'000, 0, 0);
+    add(1, 5'000'000, 20'000'000);
+    const uint64_t own = backlog_class(1, 1 * kSec);
+    backlog_class(10, 2 * kSec);
+
+    const Verdict v = send(1);
+    expect_departure(v, own);
+    EXPECT_EQ(tat(1), own + frame_ns(5'000'000));
+    EXPECT_EQ(maps_->counters(1).borrowed_bytes, 0u);
+    EXPECT_EQ(clock_of(10).lend_now >> SHAPER_LEND_PRIO_SHIFT, 1u) << "counted at prio 0";
+    EXPECT_EQ(clock_of(10).lend_now & ((1ull << SHAPER_LEND_PRIO_SHIFT) - 1), 5'000u) << "its rate in kbit";
+}
+
+// An allotment never passes the ceil: alone under an idle parent of 20 Mbit, a class of ceil
+// 10 Mbit is charged at 10 Mbit.
+TEST_F(Borrow, TheCeilCapsABorrower)
+{
+    add(10, 20'000'000, 0, 0);
+    add(1, 5'000'000, 10'000'000);
+    const uint64_t own = backlog_class(1, 1 * kSec);
+    send(1);
+    EXPECT_EQ(tat(1), own + frame_ns(10'000'000));
+    EXPECT_GT(maps_->counters(1).ceil_held, 0u) << "it waited at its ceil";
+}
+
+// Borrowers of one prio split the spare by their rates: 2 and 8 Mbit under 20 get 4 and 16.
+TEST_F(Borrow, TheSpareSplitsInProportionToTheRates)
+{
+    add(10, 20'000'000, 0, 0);
+    add(1, 2'000'000, 20'000'000);
+    add(2, 8'000'000, 20'000'000);
+    backlog_class(1, 10 * kSec);
+    backlog_class(2, 10 * kSec);
+    send(1);
+    send(2);
+    next_epoch();
+    const uint64_t one = tat(1), two = tat(2);
+    send(1);
+    send(2);
+    EXPECT_NEAR(double(tat(1) - one), double(frame_ns(4'000'000)), frame_ns(4'000'000) * 0.001);
+    EXPECT_NEAR(double(tat(2) - two), double(frame_ns(16'000'000)), frame_ns(16'000'000) * 0.001);
+}
+
+// A lower prio is offered the spare first: while prio 0 borrows, prio 1 keeps its rate.
+TEST_F(Borrow, ALowerPrioTakesTheSpareFirst)
+{
+    add(10, 20'000'000, 0, 0);
+    add(1, 5'000'000, 20'000'000, 10, 0);
+    add(2, 5'000'000, 20'000'000, 10, 1);
+    backlog_class(1, 10 * kSec);
+    backlog_class(2, 10 * kSec);
+    send(1);
+    send(2);
+    next_epoch();
+    const uint64_t one = tat(1), two = tat(2);
+    send(1);
+    send(2);
+    EXPECT_EQ(tat(1) - one, frame_ns(20'000'000)) << "prio 0 is offered all the spare";
+    EXPECT_EQ(tat(2) - two, frame_ns(5'000'000)) << "prio 1 keeps its guarantee alone";
+}
+
+// What the parent gives borrowers is what others leave: with three quarters of the last epoch's
+// clock advance charged by packets not lent, a borrower alone is allotted the rest.
+TEST_F(Borrow, TheSpareIsWhatOthersLeave)
+{
+    add(10, 20'000'000, 0, 0);
+    add(1, 2'000'000, 20'000'000);
+    backlog_class(1, 10 * kSec);
+    send(1);  // opens the parent's first epoch
+    ClassClock parent = clock_of(10);
+    const uint64_t now = now_ns();
+    parent.lend_epoch_ns = parent.lend_epoch_tat_ns = now - SHAPER_LEND_EPOCH_NS;
+    parent.tat_ns = now - SHAPER_LEND_EPOCH_NS / 4;
+    parent.lend_lent_ns = 0;
+    maps_->write_clock(10, parent);
+    const uint64_t before = tat(1);
+    send(1);
+    // taken: 0.75 of the epoch (a little less: it ran a little longer than 20 ms).
+    const double allotted = 8.0 * kFrame * 1e9 / double(tat(1) - before);
+    EXPECT_NEAR(allotted, 5'000'000, 5'000'000 * 0.03) << "20 Mbit less the 15 others took";
+}
+
+// Shares over seconds. Each sender keeps `window` frames of its class queued (a frame leaves the
+// queue at its stamp), from `from` to `to` seconds; bytes are counted by stamp.
+struct Sender {
+    uint32_t id;
+    unsigned window;
+    double from = 0, to = 99;
+    std::deque<uint64_t> queued;
+    std::vector<uint64_t> stamps;
+};
+
+class BorrowShares : public Borrow {
+protected:
+    void drive(std::vector<Sender>& senders, double seconds)
+    {
+        const uint64_t start = now_ns(), end = start + uint64_t(seconds * kSec);
+        for (uint64_t now = start; now < end; now = now_ns()) {
+            for (Sender& s : senders) {
+                while (!s.queued.empty() && s.queued.front() <= now)
+                    s.queued.pop_front();
+                const double at = double(now - start) / kSec;
+                if (at < s.from || at >= s.to)
+                    continue;
+                while (s.queued.size() < s.window) {
+                    const Verdict v = send(s.id);
+                    ASSERT_EQ(v.action, kPass) << "class " << s.id << " dropped a frame";
+                    s.queued.push_back(v.tstamp);
+                    s.stamps.push_back(v.tstamp);
+                }
+            }
+            std::this_thread::sleep_for(std::chrono::microseconds(200));
+        }
+        start_ = start;
+    }
+
+    void report(const std::vector<Sender>& s, double from, double to) const
+    {
+        for (const Sender& one : s)
+            std::printf("class %u (%u queued): %.3f Mbit/s\n", one.id, one.window, mbit(one, from, to));
+    }
+
+    // Mbit/s a sender's stamps say it sent between `from` and `to` seconds.
+    double mbit(const Sender& s, double from, double to) const
+    {
+        uint64_t n = 0;
+        for (uint64_t t : s.stamps)
+            n += t >= start_ + uint64_t(from * kSec) && t < start_ + uint64_t(to * kSec);
+        return n * kFrame * 8 / (to - from) / 1e6;
+    }
+
+    uint64_t start_ = 0;
+};
+
+// Guarantees 0.5 and 1.5 under 2 Mbit, both with ceil 2: the first with eight flows' worth of
+// queue, the second with one; each gets its guarantee within 5 %.
+TEST_F(BorrowShares, EachBusyClassGetsItsGuaranteeWhateverItsFlows)
+{
+    add(10, 2'000'000, 0, 0);
+    add(1, 500'000, 2'000'000);
+    add(2, 1'500'000, 2'000'000);
+    std::vector<Sender> s = {{1, 16}, {2, 2}};
+    drive(s, 3.0);
+    report(s, 0.5, 2.5);
+    EXPECT_NEAR(mbit(s[0], 0.5, 2.5), 0.5, 0.025);
+    EXPECT_NEAR(mbit(s[1], 0.5, 2.5), 1.5, 0.075);
+    EXPECT_LE(mbit(s[0], 0.5, 2.5) + mbit(s[1], 0.5, 2.5), 2.0 * 1.01) << "the parent's bound";
+}
+
+// The sibling idle: the first borrows up to its ceil (within 3 %), reached within 200 ms; when
+// the sibling returns the first is back at its guarantee within 200 ms. A ceil below the parent
+// caps the borrower.
+TEST_F(BorrowShares, ABorrowerTakesAnIdleSiblingsShareAndGivesItBack)
+{
+    add(10, 2'000'000, 0, 0);
+    add(1, 500'000, 2'000'000);
+    add(2, 1'500'000, 2'000'000);
+    std::vector<Sender> s = {{1, 16}, {2, 2, 1.5}};
+    drive(s, 3.5);
+    report(s, 0.2, 1.5);
+    report(s, 1.7, 3.5);
+    EXPECT_NEAR(mbit(s[0], 0.2, 1.5), 2.0, 0.06) << "alone, up to its ceil";
+    EXPECT_NEAR(mbit(s[0], 1.7, 3.5), 0.5, 0.025) << "back at its guarantee";
+    EXPECT_NEAR(mbit(s[1], 1.7, 3.5), 1.5, 0.075);
+}
+
+TEST_F(BorrowShares, ACeilBelowTheParentCapsTheBorrower)
+{
+    add(10, 2'000'000, 0, 0);
+    add(1, 500'000, 1'000'000);
+    std::vector<Sender> s = {{1, 16}};
+    drive(s, 2.5);
+    EXPECT_NEAR(mbit(s[0], 0.5, 2.5), 1.0, 0.03);
+}
+
+// Equal guarantees, one with eight times the queue: the spare splits evenly (within 5 %). Two
+// prios: the lower takes the spare, the higher keeps its guarantee.
+TEST_F(BorrowShares, TheSpareSplitsAsConfiguredNotByFlows)
+{
+    add(10, 2'000'000, 0, 0);
+    add(1, 500'000, 2'000'000);
+    add(2, 500'000, 2'000'000);
+    std::vector<Sender> s = {{1, 16}, {2, 2}};
+    drive(s, 2.5);
+    report(s, 0.5, 2.5);
+    EXPECT_NEAR(mbit(s[0], 0.5, 2.5), 1.0, 0.05);
+    EXPECT_NEAR(mbit(s[1], 0.5, 2.5), 1.0, 0.05);
+    EXPECT_LE(mbit(s[0], 0.5, 2.5) + mbit(s[1], 0.5, 2.5), 2.0 * 1.01) << "the parent's bound";
+}
+
+TEST_F(BorrowShares, TheLowerPrioGetsTheSpareFirst)
+{
+    add(10, 2'000'000, 0, 0);
+    add(1, 500'000, 2'000'000, 10, 1);
+    add(2, 500'000, 2'000'000, 10, 0);
+    std::vector<Sender> s = {{1, 16}, {2, 2}};
+    drive(s, 2.5);
+    report(s, 0.5, 2.5);
+    EXPECT_NEAR(mbit(s[0], 0.5, 2.5), 0.5, 0.025) << "prio 1 keeps its guarantee";
+    EXPECT_NEAR(mbit(s[1], 0.5, 2.5), 1.5, 0.075) << "prio 0 takes the spare";
+}
+
+}  // namespace
