@@ -1,10 +1,12 @@
 #include "apply.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <optional>
 #include <set>
 #include <vector>
 
+#include "core/config_check.h"
 #include "core/config_file.h"
 #include "core/error.h"
 #include "loader/cgroup.h"
@@ -83,9 +85,17 @@ nlohmann::ordered_json dump_config(const std::string& dev)
     return config_json(stated, host_cgroups());
 }
 
+void warn_of_guarantees(const std::string& dev, const std::vector<ClassSpec>& classes)
+{
+    for (const std::string& w : guarantee_warnings(classes))
+        std::fprintf(stderr, "shaperctl: warning: %s: %s\n", dev.c_str(), w.c_str());
+}
+
 void apply_file(const std::string& path, bool dry_run, std::ostream& out)
 {
     const ConfigFile file = load_config(path, host_cgroups());
+    for (const ConfigDevice& d : file.devices)
+        warn_of_guarantees(d.name, d.config.classes);
     std::optional<Reconcile> plan;
     try {
         plan.emplace(file);

@@ -4,8 +4,14 @@
 #include <nlohmann/json.hpp>
 #include <ostream>
 #include <string>
+#include <vector>
+
+#include "core/class_spec.h"
 
 namespace shaperctl {
+
+// Prints on stderr what the classes of `dev` promise but cannot keep (core/config_check.h).
+void warn_of_guarantees(const std::string& dev, const std::vector<ClassSpec>& classes);
 
 // The configuration of one attached device, or of every attached device of this namespace
 // (dev ""), in the file format of apply.

@@ -5,6 +5,7 @@
 
 #include <memory>
 
+#include "apply.h"
 #include "class_options.h"
 #include "core/error.h"
 #include "loader/shaper.h"
@@ -47,6 +48,7 @@ Run class_verb(CLI::App* cmd, Common& c, bool add)
             shaper.add_class(given);
         else
             shaper.change_class(o->apply(shaper.class_spec(given.id)));
+        warn_of_guarantees(c.dev, shaper.config().classes);
         return 0;
     };
 }

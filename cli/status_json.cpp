@@ -67,6 +67,7 @@ void for_each_status_field(const ClassStatus& c, Each&& each)
         each(f.status_key, num(c.counters.*f.member));
     }
     each("backlog_ns", snum(c.backlog_ns));
+    each("spare_bps", c.spare_bps ? num(*c.spare_bps) : Scalar{Scalar::Null});
     each("rate_estimate_bps", num(c.rate_estimate_bps));
     // How long the class held its packets (edt): estimates from its histogram, then the histogram.
     const DelayHistogram& delay = c.counters.delay;

@@ -30,7 +30,7 @@ std::string qdisc_summary(const DeviceStatus& st)
 // class fields (a new field shows up here by itself): "overhead 24 fair off", "-" for none.
 std::string class_options(const ClassSpec& c, const ClassSpec& defaults)
 {
-    static const std::string_view shown[] = {"id", "parent", "rate", "burst", "horizon"};
+    static const std::string_view shown[] = {"id", "parent", "rate", "ceil", "burst", "horizon"};
     std::string out;
     for (const ClassField& f : class_fields()) {
         if (std::find(std::begin(shown), std::end(shown), f.name) != std::end(shown) || f.get(c) == f.get(defaults))
@@ -69,7 +69,7 @@ void StatusTableWriter::head(const DeviceStatus& st)
          << "  unclassified " << st.unclassified.packets << " pkts " << format_size(st.unclassified.bytes)
          << "\n\n";
     defaults_ = class_defaults(st.device.direction);
-    classes_.row({"class", "parent", "rate", "burst", "horizon", "packets", "bytes", "drops", "marks", "backlog",
+    classes_.row({"class", "parent", "rate", "ceil", "burst", "horizon", "packets", "bytes", "drops", "marks", "backlog",
                   "delay p50/p99", "rate now", "options"});
     if (!st.rules.empty())
         rules_.row({"pref", "class", "match", "packets", "bytes"});
@@ -78,15 +78,25 @@ void StatusTableWriter::head(const DeviceStatus& st)
                     std::to_string(r.counters.packets), format_size(r.counters.bytes)});
 }
 
+// The class's options, and as a lender what it left its borrowers.
+std::string StatusTableWriter::options(const ClassStatus& c) const
+{
+    const std::string set = class_options(c.spec, defaults_);
+    if (!c.spare_bps)
+        return set;
+    return (set == "-" ? "" : set + " ") + "spare " + format_rate(*c.spare_bps);
+}
+
 void StatusTableWriter::add(const ClassStatus& c)
 {
     const ClassCounters& n = c.counters;
     classes_.row({std::to_string(c.spec.id), c.spec.parent ? std::to_string(c.spec.parent) : "-",
-                  format_rate(c.spec.rate_bps), format_size(c.spec.burst_bytes), format_time(c.spec.horizon_ns),
+                  format_rate(c.spec.rate_bps), c.spec.ceil_bps ? format_rate(c.spec.ceil_bps) : "-",
+                  format_size(c.spec.burst_bytes), format_time(c.spec.horizon_ns),
                   std::to_string(n.packets), format_size(n.bytes),
                   std::to_string(counter_total(n, CounterKind::Drop)),
                   std::to_string(counter_total(n, CounterKind::Mark)), format_time(uint64_t(c.backlog_ns)),
-                  delay_summary(n.delay), c.rate_estimate_bps ? format_rate(c.rate_estimate_bps) : "0", class_options(c.spec, defaults_)});
+                  delay_summary(n.delay), c.rate_estimate_bps ? format_rate(c.rate_estimate_bps) : "0", options(c)});
 }
 
 void StatusTableWriter::end()

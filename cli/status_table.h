@@ -22,6 +22,7 @@ public:
     void end();
 
 private:
+    std::string options(const ClassStatus& c) const;
     TextSink& out_;
     Columns classes_, rules_;
     ClassSpec defaults_;  // the side's: a class's options column lists what differs

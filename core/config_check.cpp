@@ -1,6 +1,9 @@
 #include "core/config_check.h"
 
+#include <map>
 #include <utility>
+
+#include "core/units.h"
 
 namespace shaperctl {
 namespace {
@@ -125,6 +128,25 @@ CheckedRules check_rule_set(std::map<uint32_t, shaper_rule> by_pref)
     }
     checked.compiled = true;
     return checked;
+}
+
+std::vector<std::string> guarantee_warnings(const std::vector<ClassSpec>& classes)
+{
+    std::map<uint32_t, uint64_t> guaranteed;  // parent -> its children with a ceil: their rates
+    std::map<uint32_t, uint64_t> rate;
+    for (const ClassSpec& c : classes) {
+        rate[c.id] = c.rate_bps;
+        if (c.ceil_bps && c.parent)
+            guaranteed[c.parent] += c.rate_bps;
+    }
+    std::vector<std::string> out;
+    for (const auto& [parent, sum] : guaranteed)
+        if (rate.count(parent) && sum > rate[parent])
+            out.push_back("class " + std::to_string(parent) + ": its children with a ceil are guaranteed " +
+                          format_rate(sum) + ", above its rate " + format_rate(rate[parent]) +
+                          ": each is still served at its rate, so while all of them send the class sends " +
+                          format_rate(sum));
+    return out;
 }
 
 }  // namespace shaperctl

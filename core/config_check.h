@@ -59,6 +59,11 @@ struct CheckedRules {
 CheckedRules check_config(const ShaperConfig& config, const ConfigLimits& limits,
                           const std::vector<RuleSpec>* published = nullptr);
 
+// What a configuration promises but cannot keep, for a warning (the configuration is valid): a
+// parent whose children with a ceil have rates summing above its own. Each such child is still
+// served at its rate, waiting on no parent, so the parent may then send that sum.
+std::vector<std::string> guarantee_warnings(const std::vector<ClassSpec>& classes);
+
 // The parts of that check, for a change of one item checked against what the device holds
 // (loader/shaper_items.cpp) with the same faults: one class on its own (id range, fields,
 // horizon against fq's), the fault of a class tree, and the rules (ascending pref) given which

@@ -46,6 +46,7 @@ struct ClassState {
     uint64_t tat_ns = 0;     // the class clock
     uint64_t read_ns = 0;    // CLOCK_MONOTONIC when its chunk was read (a reader's rates and
                              // backlogs count from it, not from when the reading began)
+    uint64_t lend_epoch_ns = 0, lend_taken_fp = 0;  // as a lender (bpf/borrow.h)
 };
 
 class ShaperMaps {

@@ -36,8 +36,11 @@ void ShaperMaps::for_each_class_state(const std::function<void(const ClassState&
         const MappedArray<shaper_class> entries(classes_.get(), first, n, "the class entries");
         const uint64_t read_ns = monotonic_ns();
         for (uint32_t i = 0; i < n; i++)
-            if (present(first + i, i))
-                each({first + i, configs[i], sums[i], mapped_load(entries[first + i].tat_ns), read_ns});
+            if (present(first + i, i)) {
+                const shaper_class& e = entries[first + i];
+                each({first + i, configs[i], sums[i], mapped_load(e.tat_ns), read_ns, mapped_load(e.lend_epoch_ns),
+                      mapped_load(e.lend_taken_fp)});
+            }
     }
 }
 

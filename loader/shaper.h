@@ -72,6 +72,9 @@ struct ClassStatus {
     ClassCounters counters;
     int64_t backlog_ns = 0;          // how far the class clock runs ahead of now (0 when idle)
     uint64_t rate_estimate_bps = 0;  // charged bits over the sampling interval
+    // As a parent that lent in the last second: what it left its borrowing children in its
+    // last lending epoch (bpf/borrow.h).
+    std::optional<uint64_t> spare_bps;
 };
 
 struct RuleStatus {

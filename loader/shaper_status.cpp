@@ -67,6 +67,11 @@ void Shaper::status(std::chrono::nanoseconds sample, const std::function<void(co
         cs.spec = class_spec_from_config(c.id, c.config);
         cs.counters = c.counters;
         cs.backlog_ns = c.tat_ns > c.read_ns ? int64_t(c.tat_ns - c.read_ns) : 0;
+        cs.spare_bps.reset();
+        if (c.lend_epoch_ns && c.read_ns < c.lend_epoch_ns + 1'000'000'000ull) {
+            const uint64_t taken = std::min<uint64_t>(c.lend_taken_fp, 1u << 16);
+            cs.spare_bps = uint64_t((unsigned __int128)c.config.rate_bps * ((1u << 16) - taken) >> 16);
+        }
         cs.rate_estimate_bps = 0;
         if (st.sample_ns) {
             const auto [first, since] = first_reading[c.id];

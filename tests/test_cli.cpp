@@ -318,11 +318,50 @@ TEST_F(Cli, BadInputIsRefusedInOneLineAndChangesNothing)
         {"attach --dev sh0", "already attached in police mode"},
         {"add-class --dev sh0 --id 3", "--rate"},
         {"frobnicate --dev sh0", "unknown command \"frobnicate\""},
+        {"add-class --dev sh0 --id 3 --rate 5mbit --ceil 1mbit --parent 1", "ceil 1mbit is below its rate 5mbit"},
+        {"add-class --dev sh0 --id 3 --rate 5mbit --ceil 10mbit", "ceil needs a parent to borrow from"},
+        {"add-class --dev sh0 --id 3 --rate 5mbit --ceil 10 --parent 1", "missing unit"},
+        {"add-class --dev sh0 --id 3 --rate 5mbit --prio 8 --parent 1", "prio"},
+        {"change-class --dev sh0 --id 1 --ceil 30mbit", "ceil needs a parent"},
     };
     for (const auto& [args, needle] : cases) {
         refused(args, needle);
         EXPECT_EQ(config(), before) << args << " changed the configuration";
     }
+}
+
+// A guaranteed rate that borrows up to a ceil, with a prio: set, shown, dumped, taken away; a
+// parent whose children's guarantees exceed it is allowed, with a warning saying what it means.
+TEST_F(Cli, GuaranteesBorrowUpToACeilWithAPrio)
+{
+    ok("attach --dev sh0 --mode police");
+    ok("add-class --dev sh0 --id 1 --rate 20mbit");
+    Outcome o = sh("add-class --dev sh0 --id 2 --rate 5mbit --ceil 20mbit --prio 2 --parent 1");
+    EXPECT_EQ(o.status, 0) << o.err;
+    EXPECT_EQ(o.err, "");
+    json c2 = status()["classes"][1];
+    EXPECT_EQ(c2["ceil_bps"], 20'000'000);
+    EXPECT_EQ(c2["prio"], 2);
+    EXPECT_EQ(c2["borrowed_bytes"], 0);
+    EXPECT_EQ(status()["classes"][0]["ceil_bps"], nullptr);
+
+    o = sh("add-class --dev sh0 --id 3 --rate 16mbit --ceil 20mbit --parent 1");
+    EXPECT_EQ(o.status, 0) << o.err;
+    EXPECT_NE(o.err.find("warning: sh0: class 1: its children with a ceil are guaranteed 21mbit, above its rate "
+                         "20mbit"), std::string::npos) << o.err;
+
+    const std::string table = sh("status --dev sh0 --sample 0").out;
+    EXPECT_NE(table.find("5mbit   20mbit"), std::string::npos) << "rate and ceil side by side:\n" << table;
+    EXPECT_NE(table.find("prio 2"), std::string::npos) << table;
+
+    const json dumped = json::parse(sh("dump --dev sh0").out)["devices"][0]["classes"];
+    EXPECT_FALSE(dumped[0].contains("ceil")) << "no ceil: not listed";
+    EXPECT_FALSE(dumped[0].contains("prio"));
+    EXPECT_EQ(dumped[1]["ceil"], "20mbit");
+    EXPECT_EQ(dumped[1]["prio"], 2);
+
+    ok("change-class --dev sh0 --id 3 --ceil none");
+    EXPECT_EQ(status()["classes"][2]["ceil_bps"], nullptr);
 }
 
 // One-item commands check only what they touch, with the faults a whole file would have: a
