@@ -237,10 +237,9 @@ const Family kBeforeCounters[] = {
          return value(at, 1);
      }},
     {"shaperctl_class_rate_limit_bytes_per_second", "gauge", "Configured shaping rate of the class.", per_class,
-     [](char* at, const Family&, const DeviceSamples& d, size_t i) {
-         const ClassSample& c = d.classes[i];
-         return decimal_value(class_label(at, c.id), c.rate_bps * 125, 3);
-     }},
+     class_decimal<&ClassSample::rate_milli_bytes, 3>},
+    {"shaperctl_class_ceil_bytes_per_second", "gauge", "Configured ceil of the class (0: none, its rate is its cap).",
+     per_class, class_decimal<&ClassSample::ceil_milli_bytes, 3>},
     {"shaperctl_class_burst_bytes", "gauge", "Configured burst of the class.", per_class,
      class_count<&ClassSample::burst_bytes>},
     {"shaperctl_class_horizon_seconds", "gauge", "Largest queueing delay the class accepts before dropping.", per_class,
@@ -249,6 +248,8 @@ const Family kBeforeCounters[] = {
 const Family kAfterCounters[] = {
     {"shaperctl_class_backlog_seconds", "gauge", "How far the class clock runs ahead of now (0 when idle).", per_class,
      class_decimal<&ClassSample::backlog_ns, 9>},
+    {"shaperctl_class_spare_bytes_per_second", "gauge", "What a lending parent left its borrowing children (0: none).",
+     per_class, class_decimal<&ClassSample::spare_milli_bytes, 3>},
     {"shaperctl_class_delay_seconds", "histogram",
      "How long the class held each of its own packets (edt): departure stamped less the time it was stamped.",
      per_delay_row, delay_row, {}, delay_suffix},
@@ -287,7 +288,9 @@ ClassSample ClassSample::of(const ClassStatus& c)
     ClassSample s;
     s.id = c.spec.id;
     s.parent = c.spec.parent;
-    s.rate_bps = c.spec.rate_bps;
+    s.rate_milli_bytes = c.spec.rate_bps * 125;  // bytes per second, to three decimals
+    s.ceil_milli_bytes = c.spec.ceil_bps * 125;
+    s.spare_milli_bytes = c.spare_bps.value_or(0) * 125;
     s.burst_bytes = c.spec.burst_bytes;
     s.horizon_ns = c.spec.horizon_ns;
     s.backlog_ns = uint64_t(std::max<int64_t>(c.backlog_ns, 0));

@@ -22,7 +22,8 @@ struct DownDevice {
 // What the text says of one class.
 struct ClassSample {
     uint32_t id = 0, parent = 0;
-    uint64_t rate_bps = 0, burst_bytes = 0, horizon_ns = 0, backlog_ns = 0;
+    uint64_t rate_milli_bytes = 0, ceil_milli_bytes = 0, spare_milli_bytes = 0;  // per second
+    uint64_t burst_bytes = 0, horizon_ns = 0, backlog_ns = 0;
     ClassCounters counters;
 
     static ClassSample of(const ClassStatus& c);

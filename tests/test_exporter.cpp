@@ -201,7 +201,7 @@ std::map<std::string, std::string> samples(const std::string& text)
 TEST_F(Exporter, ServesMetricsOverLoopbackUntilSigterm)
 {
     ok("add-class --dev sh0 --id 1 --rate 8mbit --overhead 24 --burst 64kb");
-    ok("add-class --dev sh0 --id 2 --rate 1mbit --parent 1");
+    ok("add-class --dev sh0 --id 2 --rate 1mbit --ceil 4mbit --parent 1");
     ok("add-rule --dev sh0 --pref 10 --class 2 --dport 80");
     ok("set-default --dev sh0 --class 1");
     send(3, 1000);
@@ -235,6 +235,11 @@ TEST_F(Exporter, ServesMetricsOverLoopbackUntilSigterm)
     EXPECT_EQ(m.at(R"(shaperctl_class_drops_total{device="sh0",class="1",cause="aqm"})"), "0");
     EXPECT_EQ(m.at("shaperctl_class_ecn_marks_total" + c1), "0");
     EXPECT_EQ(m.at("shaperctl_class_rate_limit_bytes_per_second" + c1), "1000000");
+    EXPECT_EQ(m.at("shaperctl_class_ceil_bytes_per_second" + c1), "0");
+    EXPECT_EQ(m.at("shaperctl_class_ceil_bytes_per_second" + c2), "500000");
+    EXPECT_EQ(m.at("shaperctl_class_borrowed_bytes_total" + c2), "0");
+    EXPECT_EQ(m.at("shaperctl_class_ceil_held_total" + c2), "0");
+    EXPECT_EQ(m.at("shaperctl_class_spare_bytes_per_second" + c1), "0");
     EXPECT_EQ(m.at("shaperctl_class_burst_bytes" + c1), "65536");
     EXPECT_EQ(m.at("shaperctl_class_horizon_seconds" + c1), "0.005");
     EXPECT_TRUE(m.count("shaperctl_class_backlog_seconds" + c1));
