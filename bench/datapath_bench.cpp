@@ -603,6 +603,33 @@ try {
             s.expect_packets(id, expected);
     }
 
+    // (e') a class that borrows: rate 1gbit, ceil 10gbit under a 10gbit parent, its clock put 1 s
+    // ahead so that every packet asks and is lent (its allotment, the parent's count, the lent
+    // sum); beside it the same two levels without a ceil, the path every class had before.
+    for (const bool ceil : {false, true}) {
+        if (!wanted(ceil ? "borrow" : "two_levels"))
+            continue;
+        ShaperUnderTest s(0);
+        const ClassSpec parent{.id = 1, .rate_bps = 10'000'000'000ull, .horizon_ns = 60 * kSec};
+        const ClassSpec child{.id = 2, .rate_bps = 1'000'000'000ull, .ceil_bps = ceil ? 10'000'000'000ull : 0,
+                              .parent = 1, .horizon_ns = 60 * kSec};
+        for (const ClassSpec& c : {parent, child})
+            s.maps.write_class_config(c.id, make_class_config(c, s.maps.max_classes(), 60 * kSec));
+        ClassClock clock{};
+        clock.tat_ns = monotonic_ns() + kSec;
+        s.maps.write_clock(2, clock);
+        s.settings(2, SHAPER_MODE_EDT);
+        if (ceil)
+            add("borrow", "(e') shaperctl, a class borrowing up to its ceil (edt)", "(e') borrowing",
+                measure(s.program.prog_fd(), o, frame), repeat_method, "every packet lent, at 2 levels");
+        else
+            add("two_levels", "(e'') shaperctl, the same 2 levels, no ceil (edt)", "(e'') 2 levels",
+                measure(s.program.prog_fd(), o, frame), repeat_method, "backlogged 1 s, charged at 2 levels");
+        s.expect_packets(2, expected);
+        if (ceil && s.maps.counters(2).borrowed_bytes == 0)
+            throw std::runtime_error("the borrowing scenario lent nothing");
+    }
+
     // (f) 10,000 rules of one shape (destination /32, the veth part's addresses over 40 /24s),
     // 1,000 classes; the packet matches rule 5001 (10.201.20.1). One hash lookup.
     if (wanted("rules")) {
