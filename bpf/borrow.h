@@ -87,9 +87,11 @@ static __always_inline void lend_count(struct shaper_class *p, struct shaper_cla
 	if (now + SHAPER_LEND_EPOCH_NS > c->borrowing_until_ns)
 		c->borrowing_until_ns = now + 2 * SHAPER_LEND_EPOCH_NS;
 
-	if (c->lend_counted == serial)
+	const __u32 counted = *(volatile __u32 *)&c->lend_counted;
+
+	/* Once: of CPUs sending the class at once, the one that moves the mark counts it. */
+	if (counted == serial || __sync_val_compare_and_swap(&c->lend_counted, counted, serial) != counted)
 		return;
-	c->lend_counted = serial;
 	const __u64 prio = (__u64)(c->prio & 7) + 1, rate = c->rate_kbit ? c->rate_kbit : 1;
 
 	for (int i = 0; i < 4; i++) {

@@ -2,9 +2,12 @@
 // host kernel: first each decision on clocks set by hand, then shares over seconds of senders
 // that keep a window of packets queued (as TCP small queues do), judged on the datapath's own
 // stamps, never on how fast the runs went.
+#include <pthread.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <deque>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -173,6 +176,48 @@ TEST_F(Borrow, TheSpareIsWhatOthersLeave)
     const double allotted = 8.0 * kFrame * 1e9 / double(tat(1) - before);
     EXPECT_NEAR(allotted, expected, expected * 0.01) << "20 Mbit less what others took";
     EXPECT_LT(expected, 10e6) << "the epoch took far longer than 20 ms to turn";
+}
+
+// Two CPUs sending one borrowing class for several epochs: the class is counted once per epoch
+// (its rate, not twice it), every packet is charged at both levels, and no packet is charged
+// faster than the ceil.
+TEST_F(Borrow, RacingCpusCountABorrowerOnceAndKeepItsCeil)
+{
+    add(10, 20'000'000, 0, 0);
+    add(1, 5'000'000, 10'000'000);
+    const uint64_t start = backlog_class(1, 10 * kSec);
+    cpu_set_t allowed;
+    ASSERT_EQ(sched_getaffinity(0, sizeof allowed, &allowed), 0);
+    std::vector<int> cpus;
+    for (int cpu = 0; cpu < CPU_SETSIZE && cpus.size() < 2; cpu++)
+        if (CPU_ISSET(cpu, &allowed))
+            cpus.push_back(cpu);
+    const uint64_t until = now_ns() + 8 * SHAPER_LEND_EPOCH_NS;
+    std::vector<uint64_t> twice;  // lend_last weights seen above the class's rate
+    std::mutex seen;
+    std::vector<std::thread> threads;
+    for (int cpu : cpus)
+        threads.emplace_back([&, cpu] {
+            cpu_set_t one;
+            CPU_ZERO(&one);
+            CPU_SET(cpu, &one);
+            pthread_setaffinity_np(pthread_self(), sizeof one, &one);
+            while (now_ns() < until) {
+                run(kFrame, 1);
+                const uint64_t last = clock_of(10).lend_last & ((1ull << SHAPER_LEND_PRIO_SHIFT) - 1);
+                if (last > 5'000) {
+                    std::lock_guard<std::mutex> lock(seen);
+                    twice.push_back(last);
+                }
+            }
+        });
+    for (auto& t : threads)
+        t.join();
+    EXPECT_TRUE(twice.empty()) << twice.size() << " epochs counted the class more than once, e.g. " << twice[0];
+    const ClassCounters child = maps_->counters(1), parent = maps_->counters(10);
+    EXPECT_EQ(parent.packets, child.packets);
+    EXPECT_EQ(child.borrowed_bytes, child.bytes) << "every packet was lent";
+    EXPECT_GE(tat(1) - start, child.packets * frame_ns(10'000'000)) << "never faster than the ceil";
 }
 
 // Shares over seconds. Each sender keeps `window` frames of its class queued (a frame leaves the
