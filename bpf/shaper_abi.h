@@ -69,17 +69,12 @@
 #define SHAPER_DEFAULT_HORIZON_NS 2000000000ull    /* 2 s, below sch_fq's default 10 s */
 #define SHAPER_DEFAULT_POLICE_HORIZON_NS 5000000ull /* 5 ms of tolerance when policing */
 
-/*
- * A packet's own departure time (TCP pacing) is honoured when it lies ahead of now by less
- * than this. Anything further is not a monotonic pacing time (a forwarded packet may carry a
- * realtime receive stamp, ~1.7e18 ns) and is overwritten.
- */
+/* A packet's own departure time (TCP pacing) is honoured when less than this ahead of now; beyond
+ * it is no monotonic pacing time (a forwarded packet's realtime receive stamp, ~1.7e18 ns). */
 #define SHAPER_FOREIGN_TSTAMP_MAX_NS (1ull << 40)
 
-/*
- * The loader's l2_header_len (bpf/parse.h) for a device whose L2 header length it cannot name:
- * the datapath reads headers relative to the kernel's network header instead.
- */
+/* The loader's l2_header_len (bpf/parse.h) for a device whose L2 header length it cannot name:
+ * the datapath reads headers relative to the kernel's network header instead. */
 #define SHAPER_L2_AT_NETWORK_HEADER 0xffffffffu
 
 /* Fixed point of the per-byte clock advance: ns_per_byte_fp = 2^32 * 8e9 / rate_bps. */
@@ -125,7 +120,6 @@ enum shaper_mode {
 #define SHAPER_CLASS_SPARSE (1u << 3) /* sparse flows leave ahead of the class backlog */
 #define SHAPER_CLASS_FAIR (1u << 4)   /* bulk flows above their share are marked or dropped */
 #define SHAPER_CLASS_CEIL (1u << 5)   /* a guaranteed rate that borrows up to a ceiling (bpf/borrow.h) */
-
 #define SHAPER_PRIO_MAX 7u              /* borrowers' priorities: 0 first, 7 last */
 #define SHAPER_LEND_EPOCH_NS 20000000ull /* a lender re-divides its spare this often (bpf/borrow.h) */
 #define SHAPER_LEND_PRIO_SHIFT 60        /* lend_now, lend_last: prio + 1 above, weight below; 0: none */
@@ -209,10 +203,8 @@ struct shaper_rule_key {
 	__u8 dst[16];
 };
 
-/*
- * A cached classification: a packet's whole key (ports as they are, not as segments; the
- * cgroup when rules match on cgroups) and what the rule set of `rules_gen` made of it.
- */
+/* A cached classification: a packet's whole key (ports as they are, not as segments; the cgroup
+ * when rules match on cgroups) and what the rule set of `rules_gen` made of it. */
 struct shaper_classify_cache {
 	struct shaper_rule_key packet;
 	__u32 rules_gen; /* shaper_settings.rules_gen when computed; 0: empty slot */
@@ -228,11 +220,9 @@ struct shaper_rule_match {
 	__u32 pad;
 };
 
-/*
- * One rule shape: which fields, prefix lengths, mark mask, cgroup level. `mask` is ANDed with a
+/* One rule shape: which fields, prefix lengths, mark mask, cgroup level. `mask` is ANDed with a
  * packet's key to give the key its rules are indexed under (zero where the shape ignores a
- * field), so building a tuple's key takes no branches.
- */
+ * field), so building a tuple's key takes no branches. */
 struct shaper_tuple {
 	__u32 present;       /* 0 ends the generation's list */
 	__u32 fields;        /* SHAPER_RULE_F_* */
@@ -256,8 +246,7 @@ struct shaper_class_config {
 	__u64 aqm_interval_ns;/* CoDel: how long above target before acting */
 	__u64 aqm_floor_ns;   /* SHAPER_AQM_FLOOR_BYTES at rate: slow classes need a larger target */
 	__u64 sparse_allowance_ns; /* how far sparse packets may run ahead: two frames at rate */
-	/* Borrowing (bpf/borrow.h): with a ceil, the rate is guaranteed and the class borrows
-	 * from its parent's spare up to the ceil. */
+	/* Borrowing (bpf/borrow.h): with a ceil, the rate is guaranteed; it borrows up to the ceil. */
 	__u64 ceil_bps;       /* 0: none, the rate is the class's cap */
 	__u64 ceil_ns_per_byte_fp; /* the fastest it may go: the ceil, as ns_per_byte_fp */
 	__u32 prio;           /* 0-7: the lowest prio borrowing is offered the spare */
@@ -320,8 +309,7 @@ struct shaper_class {
 	__u64 ceil_ns_per_byte_fp; /* as shaper_class_config; 0: no ceil */
 	__u32 rate_kbit;      /* the class's weight among borrowers: its rate */
 	__u32 prio;
-	/* Line 3: lending (bpf/borrow.h), as a parent to its children, and once per epoch as a
-	 * borrowing child to its parent. */
+	/* Line 3: lending (bpf/borrow.h) as a parent; as a borrowing child, its last count there. */
 	__u64 lend_epoch_ns __attribute__((aligned(64))); /* when this lending epoch began */
 	__u64 lend_epoch_tat_ns; /* the clock then (or now, if it was behind) */
 	__u64 lend_taken_fp;  /* the share of the rate not left to borrowers, 2^-16 (0: all is spare) */

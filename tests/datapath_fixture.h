@@ -14,12 +14,15 @@
 #include <linux/if_ether.h>
 #include <linux/ip.h>
 #include <netinet/in.h>
+#include <pthread.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstring>
 #include <memory>
+#include <vector>
 
 #include "core/class_config.h"
 #include "loader/maps.h"
@@ -33,6 +36,27 @@ constexpr uint64_t kSec = 1'000'000'000ull;
 inline uint64_t now_ns()
 {
     return monotonic_ns();
+}
+
+// The first `most` CPUs this process may run on, to race packets on.
+inline std::vector<int> allowed_cpus(size_t most)
+{
+    cpu_set_t allowed;
+    std::vector<int> cpus;
+    if (sched_getaffinity(0, sizeof allowed, &allowed) == 0)
+        for (int cpu = 0; cpu < CPU_SETSIZE && cpus.size() < most; cpu++)
+            if (CPU_ISSET(cpu, &allowed))
+                cpus.push_back(cpu);
+    return cpus;
+}
+
+// Keeps the calling thread on one CPU: a BPF run's per-CPU state is that CPU's.
+inline void pin_thread(int cpu)
+{
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    pthread_setaffinity_np(pthread_self(), sizeof one, &one);
 }
 
 // An Ethernet + IPv4 + TCP frame: the program reads lengths from the context, not the bytes.

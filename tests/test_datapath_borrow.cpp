@@ -2,8 +2,6 @@
 // host kernel: first each decision on clocks set by hand, then shares over seconds of senders
 // that keep a window of packets queued (as TCP small queues do), judged on the datapath's own
 // stamps, never on how fast the runs went.
-#include <pthread.h>
-#include <sched.h>
 #include <unistd.h>
 
 #include <deque>
@@ -186,22 +184,14 @@ TEST_F(Borrow, RacingCpusCountABorrowerOnceAndKeepItsCeil)
     add(10, 20'000'000, 0, 0);
     add(1, 5'000'000, 10'000'000);
     const uint64_t start = backlog_class(1, 10 * kSec);
-    cpu_set_t allowed;
-    ASSERT_EQ(sched_getaffinity(0, sizeof allowed, &allowed), 0);
-    std::vector<int> cpus;
-    for (int cpu = 0; cpu < CPU_SETSIZE && cpus.size() < 2; cpu++)
-        if (CPU_ISSET(cpu, &allowed))
-            cpus.push_back(cpu);
+    const std::vector<int> cpus = allowed_cpus(2);
     const uint64_t until = now_ns() + 8 * SHAPER_LEND_EPOCH_NS;
     std::vector<uint64_t> twice;  // lend_last weights seen above the class's rate
     std::mutex seen;
     std::vector<std::thread> threads;
     for (int cpu : cpus)
         threads.emplace_back([&, cpu] {
-            cpu_set_t one;
-            CPU_ZERO(&one);
-            CPU_SET(cpu, &one);
-            pthread_setaffinity_np(pthread_self(), sizeof one, &one);
+            pin_thread(cpu);
             while (now_ns() < until) {
                 run(kFrame, 1);
                 const uint64_t last = clock_of(10).lend_last & ((1ull << SHAPER_LEND_PRIO_SHIFT) - 1);
@@ -269,6 +259,23 @@ protected:
         return n * kFrame * 8 / (to - from) / 1e6;
     }
 
+    // Class 1 (16 frames queued, as eight TCP flows keep) and class 2 (2, one flow) under a
+    // parent of 2 Mbit, driven for 2.5 s; each must send its expected share over the last 2 s
+    // within `tolerance`, and both the parent's rate (its bound).
+    void expect_shares(uint64_t rate1, uint32_t prio1, double expected1, uint64_t rate2, uint32_t prio2,
+                       double expected2, double tolerance)
+    {
+        add(10, 2'000'000, 0, 0);
+        add(1, rate1, 2'000'000, 10, prio1);
+        add(2, rate2, 2'000'000, 10, prio2);
+        std::vector<Sender> s = {{1, 16}, {2, 2}};
+        drive(s, 2.5);
+        report(s, 0.5, 2.5);
+        EXPECT_NEAR(mbit(s[0], 0.5, 2.5), expected1, expected1 * tolerance);
+        EXPECT_NEAR(mbit(s[1], 0.5, 2.5), expected2, expected2 * tolerance);
+        EXPECT_LE(mbit(s[0], 0.5, 2.5) + mbit(s[1], 0.5, 2.5), 2.0 * 1.01) << "the parent's bound";
+    }
+
     uint64_t start_ = 0;
 };
 
@@ -276,20 +283,23 @@ protected:
 // queue, the second with one; each gets its guarantee within 5 %.
 TEST_F(BorrowShares, EachBusyClassGetsItsGuaranteeWhateverItsFlows)
 {
-    add(10, 2'000'000, 0, 0);
-    add(1, 500'000, 2'000'000);
-    add(2, 1'500'000, 2'000'000);
-    std::vector<Sender> s = {{1, 16}, {2, 2}};
-    drive(s, 3.0);
-    report(s, 0.5, 2.5);
-    EXPECT_NEAR(mbit(s[0], 0.5, 2.5), 0.5, 0.025);
-    EXPECT_NEAR(mbit(s[1], 0.5, 2.5), 1.5, 0.075);
-    EXPECT_LE(mbit(s[0], 0.5, 2.5) + mbit(s[1], 0.5, 2.5), 2.0 * 1.01) << "the parent's bound";
+    expect_shares(500'000, 0, 0.5, 1'500'000, 0, 1.5, 0.05);
+}
+
+// Equal guarantees, one with eight times the queue: the spare splits evenly (within 5 %).
+TEST_F(BorrowShares, TheSpareSplitsAsConfiguredNotByFlows)
+{
+    expect_shares(500'000, 0, 1.0, 500'000, 0, 1.0, 0.05);
+}
+
+// Two prios: the lower (class 2's 0) takes the spare, the higher keeps its guarantee.
+TEST_F(BorrowShares, TheLowerPrioGetsTheSpareFirst)
+{
+    expect_shares(500'000, 1, 0.5, 500'000, 0, 1.5, 0.05);
 }
 
 // The sibling idle: the first borrows up to its ceil (within 3 %), reached within 200 ms; when
-// the sibling returns the first is back at its guarantee within 200 ms. A ceil below the parent
-// caps the borrower.
+// the sibling returns the first is back at its guarantee within 200 ms.
 TEST_F(BorrowShares, ABorrowerTakesAnIdleSiblingsShareAndGivesItBack)
 {
     add(10, 2'000'000, 0, 0);
@@ -304,6 +314,7 @@ TEST_F(BorrowShares, ABorrowerTakesAnIdleSiblingsShareAndGivesItBack)
     EXPECT_NEAR(mbit(s[1], 1.7, 3.5), 1.5, 0.075);
 }
 
+// A ceil below the parent caps the borrower (within 3 %).
 TEST_F(BorrowShares, ACeilBelowTheParentCapsTheBorrower)
 {
     add(10, 2'000'000, 0, 0);
@@ -311,33 +322,6 @@ TEST_F(BorrowShares, ACeilBelowTheParentCapsTheBorrower)
     std::vector<Sender> s = {{1, 16}};
     drive(s, 2.5);
     EXPECT_NEAR(mbit(s[0], 0.5, 2.5), 1.0, 0.03);
-}
-
-// Equal guarantees, one with eight times the queue: the spare splits evenly (within 5 %). Two
-// prios: the lower takes the spare, the higher keeps its guarantee.
-TEST_F(BorrowShares, TheSpareSplitsAsConfiguredNotByFlows)
-{
-    add(10, 2'000'000, 0, 0);
-    add(1, 500'000, 2'000'000);
-    add(2, 500'000, 2'000'000);
-    std::vector<Sender> s = {{1, 16}, {2, 2}};
-    drive(s, 2.5);
-    report(s, 0.5, 2.5);
-    EXPECT_NEAR(mbit(s[0], 0.5, 2.5), 1.0, 0.05);
-    EXPECT_NEAR(mbit(s[1], 0.5, 2.5), 1.0, 0.05);
-    EXPECT_LE(mbit(s[0], 0.5, 2.5) + mbit(s[1], 0.5, 2.5), 2.0 * 1.01) << "the parent's bound";
-}
-
-TEST_F(BorrowShares, TheLowerPrioGetsTheSpareFirst)
-{
-    add(10, 2'000'000, 0, 0);
-    add(1, 500'000, 2'000'000, 10, 1);
-    add(2, 500'000, 2'000'000, 10, 0);
-    std::vector<Sender> s = {{1, 16}, {2, 2}};
-    drive(s, 2.5);
-    report(s, 0.5, 2.5);
-    EXPECT_NEAR(mbit(s[0], 0.5, 2.5), 0.5, 0.025) << "prio 1 keeps its guarantee";
-    EXPECT_NEAR(mbit(s[1], 0.5, 2.5), 1.5, 0.075) << "prio 0 takes the spare";
 }
 
 }  // namespace

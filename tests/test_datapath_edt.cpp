@@ -114,12 +114,7 @@ TEST_F(Datapath, RacingCpusAdmitNothingBeyondTheHorizon)
     const uint64_t child_start = backlog_class(1, 30 * kSec);
     const uint64_t start = backlog_class(10, horizon);  // full: admits one packet per ms from now
 
-    cpu_set_t allowed;
-    ASSERT_EQ(sched_getaffinity(0, sizeof allowed, &allowed), 0);
-    std::vector<int> cpus;
-    for (int cpu = 0; cpu < CPU_SETSIZE && cpus.size() < 2; cpu++)
-        if (CPU_ISSET(cpu, &allowed))
-            cpus.push_back(cpu);
+    const std::vector<int> cpus = allowed_cpus(2);
 
     constexpr uint64_t kAdmissions = 500;  // half a second of the class's clock
     std::atomic<uint64_t> admitted{0};
@@ -127,10 +122,7 @@ TEST_F(Datapath, RacingCpusAdmitNothingBeyondTheHorizon)
     std::vector<std::thread> threads;
     for (size_t t = 0; t < cpus.size(); t++)
         threads.emplace_back([&, t] {
-            cpu_set_t one;
-            CPU_ZERO(&one);
-            CPU_SET(cpus[t], &one);
-            pthread_setaffinity_np(pthread_self(), sizeof one, &one);
+            pin_thread(cpus[t]);
             auto frame = tcp_frame();
             __sk_buff ctx{};
             ctx.wire_len = 1000;
