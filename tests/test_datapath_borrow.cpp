@@ -45,6 +45,25 @@ protected:
 
     ClassClock clock_of(uint32_t id) const { return maps_->clock(id); }
 
+    // Classes 1 and 2 (ceil 20 Mbit) under a 20 Mbit parent, both backlogged and counted for an
+    // epoch: what a frame of each is charged then, on their clocks.
+    std::pair<uint64_t, uint64_t> charges_after_an_epoch_of_both(uint64_t rate1, uint32_t prio1, uint64_t rate2,
+                                                                 uint32_t prio2)
+    {
+        add(10, 20'000'000, 0, 0);
+        add(1, rate1, 20'000'000, 10, prio1);
+        add(2, rate2, 20'000'000, 10, prio2);
+        backlog_class(1, 10 * kSec);
+        backlog_class(2, 10 * kSec);
+        send(1);
+        send(2);
+        next_epoch();
+        const uint64_t one = tat(1), two = tat(2);
+        send(1);
+        send(2);
+        return {tat(1) - one, tat(2) - two};
+    }
+
     // Lets the parent's lending epoch turn: the borrowers counted in this one become the last's.
     static void next_epoch() { std::this_thread::sleep_for(std::chrono::nanoseconds(SHAPER_LEND_EPOCH_NS + 5 * kMs)); }
 };
@@ -118,37 +137,17 @@ TEST_F(Borrow, TheCeilCapsABorrower)
 // Borrowers of one prio split the spare by their rates: 2 and 8 Mbit under 20 get 4 and 16.
 TEST_F(Borrow, TheSpareSplitsInProportionToTheRates)
 {
-    add(10, 20'000'000, 0, 0);
-    add(1, 2'000'000, 20'000'000);
-    add(2, 8'000'000, 20'000'000);
-    backlog_class(1, 10 * kSec);
-    backlog_class(2, 10 * kSec);
-    send(1);
-    send(2);
-    next_epoch();
-    const uint64_t one = tat(1), two = tat(2);
-    send(1);
-    send(2);
-    EXPECT_NEAR(double(tat(1) - one), double(frame_ns(4'000'000)), frame_ns(4'000'000) * 0.001);
-    EXPECT_NEAR(double(tat(2) - two), double(frame_ns(16'000'000)), frame_ns(16'000'000) * 0.001);
+    const auto [one, two] = charges_after_an_epoch_of_both(2'000'000, 0, 8'000'000, 0);
+    EXPECT_NEAR(double(one), double(frame_ns(4'000'000)), frame_ns(4'000'000) * 0.001);
+    EXPECT_NEAR(double(two), double(frame_ns(16'000'000)), frame_ns(16'000'000) * 0.001);
 }
 
 // A lower prio is offered the spare first: while prio 0 borrows, prio 1 keeps its rate.
 TEST_F(Borrow, ALowerPrioTakesTheSpareFirst)
 {
-    add(10, 20'000'000, 0, 0);
-    add(1, 5'000'000, 20'000'000, 10, 0);
-    add(2, 5'000'000, 20'000'000, 10, 1);
-    backlog_class(1, 10 * kSec);
-    backlog_class(2, 10 * kSec);
-    send(1);
-    send(2);
-    next_epoch();
-    const uint64_t one = tat(1), two = tat(2);
-    send(1);
-    send(2);
-    EXPECT_EQ(tat(1) - one, frame_ns(20'000'000)) << "prio 0 is offered all the spare";
-    EXPECT_EQ(tat(2) - two, frame_ns(5'000'000)) << "prio 1 keeps its guarantee alone";
+    const auto [one, two] = charges_after_an_epoch_of_both(5'000'000, 0, 5'000'000, 1);
+    EXPECT_EQ(one, frame_ns(20'000'000)) << "prio 0 is offered all the spare";
+    EXPECT_EQ(two, frame_ns(5'000'000)) << "prio 1 keeps its guarantee alone";
 }
 
 // What the parent gives borrowers is what others leave: with three quarters of the last epoch's
