@@ -67,10 +67,12 @@ std::string proto_text(const json& v)
 // The matches of a flower filter; Error naming a key that has no rule field.
 void flower_matches(const json& options, const std::string& family, RuleSpec& rule)
 {
+    if (tc_flag(options, "skip_sw"))
+        throw Error("skip_sw: it runs in hardware only");
     const json keys = options.value("keys", json::object());
     std::vector<std::string> other;
     for (const auto& [key, value] : keys.items()) {
-        if (key == "eth_type" && (value == family || family.empty()))
+        if (key == "eth_type" && value == family)
             continue;
         if (key == "ip_proto")
             set(rule, "proto", proto_text(value));
@@ -81,13 +83,11 @@ void flower_matches(const json& options, const std::string& family, RuleSpec& ru
         else
             other.push_back(key);
     }
-    if (tc_flag(options, "skip_sw"))
-        other.push_back("skip_sw (it runs in hardware only)");
     if (!other.empty()) {
         std::string list;
         for (const std::string& k : other)
             list += (list.empty() ? "" : ", ") + k;
-        throw Error((other.size() > 1 ? "keys " : "key ") + list);
+        throw Error("no rule matches on " + list);
     }
 }
 
@@ -95,10 +95,14 @@ void flower_matches(const json& options, const std::string& family, RuleSpec& ru
 RuleSpec filter_rule(const TcFilter& f, uint32_t id)
 {
     const json& options = (*f.entry)["options"];
+    // The family tc's protocol names, or with protocol all, a flower's eth_type.
     const std::string protocol = tc_text(*f.entry, "protocol");
-    const std::string family = protocol == "ip" ? "ipv4" : protocol == "ipv6" ? "ipv6" : "";
-    if (family.empty() && protocol != "all")
+    const std::string eth_type = tc_text(options.value("keys", json::object()), "eth_type");
+    const std::string family = protocol == "ip" ? "ipv4" : protocol == "ipv6" ? "ipv6" : protocol == "all" ? eth_type : "";
+    if (protocol != "all" && family.empty())
         throw Error("protocol " + protocol);
+    if (family != "" && family != "ipv4" && family != "ipv6")
+        throw Error("eth_type " + family);
     RuleSpec rule;
     rule.class_id = id;
     if (f.kind == "fw") {
@@ -110,7 +114,7 @@ RuleSpec filter_rule(const TcFilter& f, uint32_t id)
     } else if (f.kind == "flower") {
         flower_matches(options, family, rule);
     } else if (f.kind == "u32") {
-        throw Error("u32's offsets and masks are not translated (write a rule of src, dst, proto and ports)");
+        throw Error("u32's raw offsets and masks are not translated: add its rule by hand (src, dst, proto, ports)");
     } else {
         throw Error("no rule matches as " + f.kind + " does");
     }
@@ -190,7 +194,8 @@ std::vector<RuleSpec> htb_rules(const json& filters, const HtbTree& tree, std::v
         const uint64_t pref = uint64_t(f.pref) * scale + place[f.pref]++;
         const json& options = (*f.entry)["options"];
         try {
-            if (const std::string parent = tc_text(*f.entry, "parent"); parent != qdisc)
+            const std::string parent = tc_text(*f.entry, "parent");
+            if (parse_tc_handle(parent) != TcHandle{tree.major, 0})
                 throw Error("it is attached to " + parent + ", not to the HTB qdisc " + qdisc);
             if (const std::string chain = tc_text(*f.entry, "chain"); !chain.empty() && chain != "0")
                 throw Error("chain " + chain + " (reached by goto actions)");
@@ -207,6 +212,7 @@ std::vector<RuleSpec> htb_rules(const json& filters, const HtbTree& tree, std::v
             notes.push_back("not carried: " + f.name + ": " + e.what());
         }
     }
+    std::sort(rules.begin(), rules.end(), [](const RuleSpec& a, const RuleSpec& b) { return a.pref < b.pref; });
     return rules;
 }
 

@@ -53,39 +53,42 @@ uint64_t u64(const json& entry, const char* key)
 // The HTB classes of one qdisc, by minor: `major` when known (--qdiscs), else the only one shown.
 std::map<uint32_t, TcClass> htb_classes(const json& list, const TcOutput& out, std::optional<uint32_t> major)
 {
-    std::map<uint32_t, TcClass> classes;
     std::set<uint32_t> majors;
+    std::vector<std::pair<TcHandle, const json*>> htb;
     for (size_t i = 0; i < list.size(); i++) {
         const json& e = list[i];
         if (tc_text(e, "class") != "htb")
             continue;  // a class of another qdisc (a leaf qdisc's flows): its qdisc is noted
-        const std::string where = out.name + ": [" + std::to_string(i) + "]";
         const auto handle = parse_tc_handle(tc_text(e, "handle"));
         if (!handle || !handle->minor)
-            throw Error(where + ": bad class handle \"" + tc_text(e, "handle") + "\"");
+            throw Error(out.name + ": [" + std::to_string(i) + "]: bad class handle \"" + tc_text(e, "handle") + "\"");
         majors.insert(handle->major);
-        if (major && handle->major != *major)
-            continue;
-        const std::string name = out.name + ": class " + tc_handle_text(*handle);
-        number(e, "rate", name);
-        number(e, "ceil", name);
-        for (const char* key : {"burst", "cburst", "prio", "quantum", "overhead", "mpu_rate"})
-            number_or(e, key, 0, name);  // each a number where present: read freely from here on
-        TcClass c{*handle, std::nullopt, &e, {}};
-        if (!tc_flag(e, "root")) {
-            const auto parent = parse_tc_handle(tc_text(e, "parent"));
-            if (!parent || parent->major != handle->major)
-                throw Error(name + ": no parent in its qdisc (\"" +
-                            tc_text(e, "parent") + "\")");
-            if (parent->minor)
-                c.parent = parent->minor;
-        }
-        if (!classes.emplace(handle->minor, c).second)
-            throw Error(name + ": listed twice");
+        htb.push_back({*handle, &e});
     }
     if (!major && majors.size() > 1)
         throw Error(out.name + ": classes of " + std::to_string(majors.size()) +
                     " HTB qdiscs; import-htb maps one tree (give --qdiscs, whose root HTB qdisc is then taken)");
+    std::map<uint32_t, TcClass> classes;
+    for (const auto& [handle, entry] : htb) {
+        const json& e = *entry;
+        if (major && handle.major != *major)
+            continue;
+        const std::string name = out.name + ": class " + tc_handle_text(handle);
+        number(e, "rate", name);
+        number(e, "ceil", name);
+        for (const char* key : {"burst", "cburst", "prio", "quantum", "overhead", "mpu_rate"})
+            number_or(e, key, 0, name);  // each a number where present: read freely from here on
+        TcClass c{handle, std::nullopt, &e, {}};
+        if (!tc_flag(e, "root")) {
+            const auto parent = parse_tc_handle(tc_text(e, "parent"));
+            if (!parent || parent->major != handle.major)
+                throw Error(name + ": no parent in its qdisc (\"" + tc_text(e, "parent") + "\")");
+            if (parent->minor)
+                c.parent = parent->minor;
+        }
+        if (!classes.emplace(handle.minor, c).second)
+            throw Error(name + ": listed twice");
+    }
     if (classes.empty())
         throw Error(out.name + ": no HTB class" + (major ? " of qdisc " + tc_handle_text({*major, 0}) : std::string()) +
                     " (expected the JSON of tc -j class show dev DEV)");
@@ -127,9 +130,10 @@ std::map<uint32_t, uint32_t> class_ids(const std::map<uint32_t, TcClass>& classe
     return ids;
 }
 
+// tc's rates are bytes per second; "bps" is tc's unit for them, where bits would not fit.
 std::string rate_text(uint64_t bytes_per_s)
 {
-    return format_rate(bytes_per_s * 8);
+    return bytes_per_s <= UINT64_MAX / 8 ? format_rate(bytes_per_s * 8) : std::to_string(bytes_per_s) + "bps";
 }
 
 // The lowest prio among the leaves below `minor` that borrow (ceil above rate), or among all of
@@ -162,7 +166,7 @@ ClassSpec class_spec(const std::map<uint32_t, TcClass>& classes, const TcClass& 
     s.parent = c.parent ? ids.at(*c.parent) : 0;
     uint64_t rate = u64(e, "rate"), ceil = u64(e, "ceil");
     for (uint64_t r : {rate, ceil})
-        if (r * 8 < SHAPER_RATE_MIN_BPS || r * 8 > SHAPER_RATE_MAX_BPS)
+        if (r > SHAPER_RATE_MAX_BPS / 8 || r * 8 < SHAPER_RATE_MIN_BPS)
             throw Error(where + ": rate " + rate_text(r) + " is beyond shaperctl's " +
                         format_rate(SHAPER_RATE_MIN_BPS) + " to " + format_rate(SHAPER_RATE_MAX_BPS));
     if (ceil < rate) {
@@ -216,7 +220,7 @@ void note_bursts_and_quanta(const std::map<uint32_t, TcClass>& classes, uint64_t
             quanta += (quanta.empty() ? "" : ", ") + h + " " + std::to_string(u64(e, "quantum"));
     }
     if (!cbursts.empty())
-        notes.push_back("not carried: cburst (" + cbursts + "): a shaperctl class has one burst, HTB's burst");
+        notes.push_back("not carried: cburst (" + cbursts + "): a shaperctl class has one burst, and takes HTB's burst");
     if (!quanta.empty())
         notes.push_back("not carried: quantum (" + quanta + "): shaperctl splits a parent's spare in proportion "
                         "to the borrowers' rates, as HTB does with its default quantum, rate / r2q");
