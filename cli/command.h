@@ -41,4 +41,7 @@ Run del_rule(CLI::App* cmd, Common& c);
 Run containers(CLI::App* cmd, Common& c);
 Run change_container(CLI::App* cmd, Common& c);
 
+// tc's JSON of an HTB setup into a configuration file (cli/import_htb.cpp).
+Run import_htb(CLI::App* cmd, Common& c);
+
 }  // namespace shaperctl

@@ -317,6 +317,8 @@ const Command kCommands[] = {
     {"apply", "make devices match a configuration file; prints the diff", Needs::Namespace, apply},
     {"doctor", "check the kernel, the host and the managed devices", Needs::OwnChecks, doctor},
     {"exporter", "serve Prometheus metrics of the managed devices", Needs::Privileges, exporter},
+    {"import-htb", "translate tc's JSON of an HTB setup into a configuration file for apply", Needs::Nothing,
+     import_htb},
     {"schema", "print the JSON Schema of apply's configuration file", Needs::Nothing, schema},
     {"help-man", "print the man page, shaperctl(8), as roff", Needs::Nothing, help_man},
     {"completion", "print the shell completion script", Needs::Nothing, completion},

@@ -247,7 +247,7 @@ TEST(Packaging, ManPageAndCompletionComeFromTheCli)
     Outcome completion = shaperctl_run("completion bash");
     ASSERT_EQ(completion.status, 0) << completion.err;
     for (const char* cmd : {"attach", "detach", "add-class", "change-class", "del-class", "set-default", "add-rule",
-                            "del-rule", "status", "list", "dump", "apply", "doctor", "exporter"}) {
+                            "del-rule", "status", "list", "dump", "apply", "doctor", "exporter", "import-htb"}) {
         EXPECT_NE(help.out.find(std::string("  ") + cmd + " "), std::string::npos) << cmd;
         EXPECT_NE(man.out.find(std::string(".SS \"") + cmd + "\""), std::string::npos) << cmd;
         EXPECT_NE(completion.out.find(std::string("    ") + cmd + ") "), std::string::npos) << cmd;
