@@ -110,6 +110,8 @@ RuleSpec filter_rule(const TcFilter& f, uint32_t id)
     if (const std::string indev = tc_text(options, "indev"); !indev.empty())
         throw Error("input dev " + indev + ": a rule does not match on the device packets came in on");
     if (f.kind == "fw") {
+        if (const std::string text = tc_text(options, "text"); !text.empty())
+            throw Error("its options as tc wrote them in text hold \"" + text + "\": add its rule by hand");
         const json fw = options.value("fw", json::object());
         const std::string mark = tc_text(fw, "mark"), mask = tc_text(fw, "mask");
         if (mark.empty())

@@ -91,7 +91,7 @@ std::map<uint32_t, TcClass> htb_classes(const json& list, const TcOutput& out, s
     }
     if (classes.empty())
         throw Error(out.name + ": no HTB class" + (major ? " of qdisc " + tc_handle_text({*major, 0}) : std::string()) +
-                    " (expected the JSON of tc -j class show dev DEV)");
+                    " (expected the output of tc -j class show dev DEV)");
     for (auto& [minor, c] : classes) {
         if (!c.parent)
             continue;
@@ -300,7 +300,7 @@ HtbImport import_htb(const TcOutput& classes, const std::optional<TcOutput>& qdi
 {
     HtbImport result;
     result.config.mode = mode;
-    const json class_list = read_tc_array(classes, "class show dev DEV");
+    const json class_list = read_tc_classes(classes);
     json qdisc_list = json::array();
     std::optional<uint32_t> major;
     uint64_t r2q = 10;  // HTB's default
