@@ -43,7 +43,8 @@ Run import_htb(CLI::App* cmd, Common& c)
     auto o = std::make_shared<Opts>();
     cmd->add_option("--dev", c.dev, "the device the configuration is for (the file's \"device\")")->required();
     cmd->add_option("--classes", o->classes,
-                    "FILE: tc -d -j class show dev DEV (-d adds quantum, mpu, overhead); - for stdin")
+                    "FILE: tc -d -j class show dev DEV (-d adds quantum, mpu, overhead; its JSON, or the "
+                    "text iproute2 before 6.2 writes); - for stdin")
         ->required();
     cmd->add_option("--qdiscs", o->qdiscs,
                     "FILE: tc -j qdisc show dev DEV: the default class and leaf qdiscs (fq_codel: aqm codel); - for stdin");
@@ -51,7 +52,7 @@ Run import_htb(CLI::App* cmd, Common& c)
                     "FILE: tc -j filter show dev DEV: fw and flower filters on the HTB qdisc become rules; - for stdin");
     cmd->add_option("--mode", o->mode, "the file's mode: edt (default) or police, as attach's");
     cmd->footer("Prints the configuration file on stdout; what is not carried, one line each on stderr.\n"
-                  "tc writes HTB classes as JSON from iproute2 6.2 on, fw filters from 6.8 on.");
+                  "Reads Debian 12's tc (iproute2 6.1) as well: classes as text, fw's options as text in the JSON.");
     return [o, &c] {
         const int stdin_uses = (o->classes == "-") + (o->qdiscs == "-") + (o->filters == "-");
         if (stdin_uses > 1)

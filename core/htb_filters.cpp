@@ -105,7 +105,13 @@ RuleSpec filter_rule(const TcFilter& f, uint32_t id)
         throw Error("eth_type " + family);
     RuleSpec rule;
     rule.class_id = id;
+    // fw's input dev and flower's indev: a rule matches packets whatever device they came in on,
+    // so it would match more than the filter did.
+    if (const std::string indev = tc_text(options, "indev"); !indev.empty())
+        throw Error("input dev " + indev + ": a rule does not match on the device packets came in on");
     if (f.kind == "fw") {
+        if (const std::string text = tc_text(options, "text"); !text.empty())
+            throw Error("its options as tc wrote them in text hold \"" + text + "\": add its rule by hand");
         const json fw = options.value("fw", json::object());
         const std::string mark = tc_text(fw, "mark"), mask = tc_text(fw, "mask");
         if (mark.empty())
@@ -205,9 +211,12 @@ std::vector<RuleSpec> htb_rules(const json& filters, const HtbTree& tree, std::v
                 throw Error("pref " + std::to_string(pref) + " is out of range");
             rule.pref = uint32_t(pref);
             rules.push_back(rule);
-            if (options.contains("actions"))
-                notes.push_back("not carried: the actions of " + f.name + " (its rule " + std::to_string(pref) +
-                                " only classifies)");
+            // fw writes a police action's members among its options.
+            const char* what = options.contains("actions") ? "actions"
+                               : tc_text(options, "kind") == "police" ? "police" : nullptr;
+            if (what)
+                notes.push_back(std::string("not carried: the ") + what + " of " + f.name + " (its rule " +
+                                std::to_string(pref) + " only classifies)");
         } catch (const Error& e) {
             notes.push_back("not carried: " + f.name + ": " + e.what());
         }

@@ -91,7 +91,7 @@ std::map<uint32_t, TcClass> htb_classes(const json& list, const TcOutput& out, s
     }
     if (classes.empty())
         throw Error(out.name + ": no HTB class" + (major ? " of qdisc " + tc_handle_text({*major, 0}) : std::string()) +
-                    " (expected the JSON of tc -j class show dev DEV)");
+                    " (expected the output of tc -j class show dev DEV)");
     for (auto& [minor, c] : classes) {
         if (!c.parent)
             continue;
@@ -214,7 +214,12 @@ void note_bursts_and_quanta(const std::map<uint32_t, TcClass>& classes, uint64_t
     for (const auto& [minor, c] : classes) {
         const json& e = *c.entry;
         const std::string h = tc_handle_text(c.handle);
-        if (e.contains("cburst") && u64(e, "cburst") != u64(e, "burst"))
+        // iproute2 before 6.15 truncates a burst to whole microseconds at the rate (a cburst at the
+        // ceil) where it sets it and again where it writes it, then to whole bytes: one size given
+        // to both reads 1593b and 1600b. Within that, they are the same.
+        const uint64_t burst = u64(e, "burst"), cburst = u64(e, "cburst");
+        const uint64_t slack = 2 * (u64(e, "rate") + u64(e, "ceil")) / 1'000'000 + 2;
+        if (e.contains("cburst") && (burst > cburst ? burst - cburst : cburst - burst) > slack)
             cbursts += (cbursts.empty() ? "" : ", ") + h + " " + format_size(u64(e, "cburst"));
         if (e.contains("quantum") && r2q && u64(e, "quantum") != u64(e, "rate") / r2q)
             quanta += (quanta.empty() ? "" : ", ") + h + " " + std::to_string(u64(e, "quantum"));
@@ -295,7 +300,7 @@ HtbImport import_htb(const TcOutput& classes, const std::optional<TcOutput>& qdi
 {
     HtbImport result;
     result.config.mode = mode;
-    const json class_list = read_tc_array(classes, "class show dev DEV");
+    const json class_list = read_tc_classes(classes);
     json qdisc_list = json::array();
     std::optional<uint32_t> major;
     uint64_t r2q = 10;  // HTB's default

@@ -1,7 +1,8 @@
 // An HTB setup, as tc's JSON shows it, translated into a device's configuration (`import-htb`):
-// classes from `tc -j class show`, the default class and leaf qdiscs from `tc -j qdisc show`,
-// rules from `tc -j filter show`. What has no equivalent is left out and named in a note, one
-// line each; what cannot be read or mapped at all is an Error of one line.
+// classes from `tc -j class show` (or the text lines iproute2 before 6.2 writes), the default
+// class and leaf qdiscs from `tc -j qdisc show`, rules from `tc -j filter show`. What has no
+// equivalent is left out and named in a note, one line each; what cannot be read or mapped at
+// all is an Error of one line.
 #pragma once
 
 #include <cstdint>

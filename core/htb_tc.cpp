@@ -78,19 +78,23 @@ json read_tc_array(const TcOutput& output, const char* command)
     try {
         j = json::parse(text);  // tc repeats a key now and then (u32's "match"): the last is kept
     } catch (const json::parse_error& e) {
-        // nlohmann's "[json.exception.parse_error.101] parse error at line 1, column 2: ..."
-        const std::string what = e.what(), at = "parse error ";
-        const auto from = what.find(at);
-        std::string why = "not JSON: " + (from == std::string::npos ? what : what.substr(from + at.size()));
-        if (text.compare(start, 6, "class ") == 0)
-            why = "tc's text, not its JSON: iproute2 before 6.2 writes classes as text even with -j (a newer "
-                  "tc writes JSON)";
-        else if (text.compare(start, 6, "qdisc ") == 0 || text.compare(start, 7, "filter ") == 0)
-            why = "tc's text, not its JSON" + expected;
-        else if (text.find("\"kind\":\"fw\"") != std::string::npos)
-            why += " (iproute2 before 6.8 writes fw filters' options as text even with -j: a newer tc writes "
-                   "JSON; without --filters, no rules are imported)";
-        throw Error(output.name + ": " + why);
+        const bool fw = text.find("\"kind\":\"fw\"") != std::string::npos;
+        if (fw)  // no exception: discarded where it is not JSON still
+            j = json::parse(repair_fw_options(text), nullptr, false);
+        if (!fw || j.is_discarded()) {
+            // nlohmann's "[json.exception.parse_error.101] parse error at line 1, column 2: ..."
+            const std::string what = e.what(), at = "parse error ";
+            const auto from = what.find(at);
+            std::string why = "not JSON: " + (from == std::string::npos ? what : what.substr(from + at.size()));
+            if (text.compare(start, 6, "class ") == 0 || text.compare(start, 6, "qdisc ") == 0 ||
+                text.compare(start, 7, "filter ") == 0)
+                why = "tc's text, not its JSON" + expected;
+            else if (fw)
+                why += " (iproute2 before 6.8 writes fw filters' options as text in the JSON, read where it holds "
+                       "a handle, a classid and an input dev: a newer tc writes JSON; without --filters, no rules "
+                       "are imported)";
+            throw Error(output.name + ": " + why);
+        }
     }
     if (!j.is_array())
         throw Error(output.name + ": not an array" + expected);

@@ -26,8 +26,17 @@ std::optional<TcHandle> parse_tc_handle(std::string_view text);
 std::string tc_handle_text(TcHandle h);  // "1:1a", "1:"
 
 // One of tc's outputs: a JSON array of objects, else an Error naming the output (and, for the
-// text older iproute2 writes, why).
+// text older iproute2 writes, why). fw filters' options as text (iproute2 before 6.8) are read.
 nlohmann::json read_tc_array(const TcOutput& output, const char* command);
+
+// tc's classes: its JSON, or the text lines iproute2 before 6.2 writes even with -j
+// ("class htb 1:10 parent 1:1 leaf 10: prio 0 rate 30Mbit ..."), as the JSON's members: rates
+// in bytes per second, sizes in bytes. Error naming the line and quoting it (core/htb_text.cpp).
+nlohmann::json read_tc_classes(const TcOutput& output);
+
+// Filters' JSON with fw's options as tc before 6.8 writes them, text inside the JSON
+// ({handle 0x10/0xff classid 1:21 }), turned into a newer tc's members; the rest unchanged.
+std::string repair_fw_options(const std::string& text);
 
 // A member as text or a number: tc writes some values either way across versions. "" if absent.
 std::string tc_text(const nlohmann::json& object, const char* key);
