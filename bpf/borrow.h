@@ -58,7 +58,9 @@ static __always_inline void lend_turn(struct shaper_class *p, __u64 now)
 {
 	const __u64 start = *(volatile __u64 *)&p->lend_epoch_ns;
 
-	if (now - start < SHAPER_LEND_EPOCH_NS ||
+	/* Signed: another CPU may have turned it at a `now` later than ours, and a turn back to an
+	 * earlier now would end an epoch that counted almost nobody. */
+	if ((__s64)(now - start) < (__s64)SHAPER_LEND_EPOCH_NS ||
 	    __sync_val_compare_and_swap(&p->lend_epoch_ns, start, now) != start)
 		return;
 	const __u64 tat = *(volatile __u64 *)&p->tat_ns, from = p->lend_epoch_tat_ns;

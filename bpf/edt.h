@@ -178,6 +178,18 @@ __noinline int edt_charge_level(__u32 id, struct edt_charge *c)
 	return 1;
 }
 
+/* The allotment a lent packet of class `id` is charged at (borrow.h), in a global function: the
+ * verifier checks the parent's lookup and the arithmetic once. */
+__noinline __u64 edt_lent_ns_per_byte(__u32 id)
+{
+	struct shaper_class *c = gcra_class(id);
+	struct shaper_class *p = c ? gcra_class(c->parent_id) : NULL;
+
+	if (!c)
+		return 0;
+	return p ? borrow_ns_per_byte(c, p) : c->ns_per_byte_fp;
+}
+
 /* Shapes a packet of class `class_id`. */
 static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u32 class_id,
 						     const struct edt_packet *pkt, __u64 *departure)
@@ -236,7 +248,10 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 
 	/* The leaf's charge: the flow decisions weigh it, pass 2 charges it. */
 	__u32 leaf_frac;
-	const __u64 cost_ns = shaper_cost_time(edt_level_cost(pkt, leaf), leaf->ns_per_byte_fp, &leaf_frac);
+	/* At the speed the leaf's clock will be charged: a lent packet's is its allotment, and fair
+	 * shares and the sparse allowance measure flows on that clock. */
+	const __u64 leaf_per_byte = borrowed & 1 ? edt_lent_ns_per_byte(class_id) : leaf->ns_per_byte_fp;
+	const __u64 cost_ns = shaper_cost_time(edt_level_cost(pkt, leaf), leaf_per_byte, &leaf_frac);
 
 	/* A sparse flow's packet leaves now, or as soon as the sparse allowance takes it; only a
 	 * backlogged class makes anyone wait. A bulk flow's packet counts toward its fair share.
@@ -322,7 +337,9 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 	if (sparse_leave) {
 		if (leaf_stats)
 			leaf_stats->sparse++;
-		latest = sparse_leave > above ? sparse_leave : above;
+		/* A sparse packet of a class with a ceil goes on its guarantee (the sparse allowance
+		 * runs at the rate): it waits on no level above. */
+		latest = sparse_leave > above || (leaf->flags & SHAPER_CLASS_CEIL) ? sparse_leave : above;
 	}
 	/* Neighbour discovery leaves by its class's horizon at the latest (sch_fq's is no shorter):
 	 * the smaller of the two, picked without a branch, as `neighbour` was. */

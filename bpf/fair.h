@@ -72,7 +72,9 @@ static __always_inline void fair_roll_epoch(struct shaper_class *cls, __u64 now)
 	__u64 start = *(volatile __u64 *)&cls->fair_epoch_ns;
 	__u64 len = cls->fair_epoch_len_ns ? cls->fair_epoch_len_ns : SHAPER_FAIR_EPOCH_NS;
 
-	if (now - start < len)
+	/* Signed: another CPU may have rolled it at a `now` later than ours; rolling it back to an
+	 * earlier now would end an epoch that counted almost no flow, and leave no share. */
+	if ((__s64)(now - start) < (__s64)len)
 		return;
 	if (__sync_val_compare_and_swap(&cls->fair_epoch_ns, start, now) != start)
 		return; /* another CPU rolls it */
