@@ -6,7 +6,7 @@
 # Indented lines are details. Exits 1 if any case FAILed.
 #
 # usage (in the VM): e2e.sh [CASE...]   cases: baseline tcp100k tcp20m tcp200m flows8 flood
-#                                       change burst rules small udp prio7 fwd upgrade
+#                                       change burst rules borrow small udp prio7 fwd upgrade
 #                                       (default: all; setup and the attach/detach checks
 #                                       always run, on the devices the chosen cases use)
 #
@@ -36,6 +36,11 @@ JUDGE=/usr/local/share/shaperctl-vm/judge.sh
 [ -f "$JUDGE" ] || JUDGE="$(dirname "$0")/judge.sh"
 # shellcheck source=judge.sh
 . "$JUDGE"
+# The borrow case (and its helpers) lives apart: this file is long enough.
+BORROW=/usr/local/share/shaperctl-vm/borrow.sh
+[ -f "$BORROW" ] || BORROW="$(dirname "$0")/borrow.sh"
+# shellcheck source=borrow.sh
+. "$BORROW"
 
 PASSES=0 FAILS=0 XFAILS=0 XPASSES=0 SKIPS=0
 T_START=$(uptime_s)
@@ -107,7 +112,7 @@ sleep_until() {
 # klass NS DEV ARGS...: change-class of class 1 (every case reconfigures it).
 klass() { local ns=$1 dev=$2; shift 2; shaperctl -n "$ns" change-class --dev "$dev" --id 1 "$@"; }
 
-WANT="${*:-baseline tcp100k tcp20m tcp200m flows8 flood delay change burst rules small udp prio7 fwd upgrade}"
+WANT="${*:-baseline tcp100k tcp20m tcp200m flows8 flood delay change burst rules borrow small udp prio7 fwd upgrade}"
 # The class's delay histogram against ping. Class 7 (2 Mbit/s, a 100 ms horizon, no burst) has
 # two children: class 9 takes a UDP stream at four times the rate, so the parent's clock stands
 # near its horizon; class 8 takes only the pings of mark 8, which wait for the parent's clock
@@ -1217,6 +1222,7 @@ if [ "$ATTACH_OK" = 1 ]; then
   want change && case_change
   want burst && case_burst
   want rules && case_rules
+  want borrow && case_borrow
   want small && case_small
   want udp && case_udp
   want prio7 && case_prio7

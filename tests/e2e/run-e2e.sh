@@ -11,17 +11,17 @@
 #   --suite   the kernel: bookworm (6.1, default), trixie, trixie-backports, bullseye (run.sh)
 #   --refusal run refusal.sh instead: attach and doctor refuse in one line (a kernel too old)
 #   --verbose also show each case's details (they always go to the log)
-#   CASE      baseline tcp100k tcp20m tcp200m flows8 flood delay change burst rules small udp prio7
-#             fwd upgrade (default all; attach and detach checks always run). The prio7 case
+#   CASE      baseline tcp100k tcp20m tcp200m flows8 flood delay change burst rules borrow small udp
+#             prio7 fwd upgrade (default all; attach and detach checks always run). The prio7 case
 #             sends with udp_rate, taken from beside PATH (CMake builds it there).
 # Lines: PASS/FAIL NAME: measured (expected, bound); XFAIL = a known product bug reproduced
 # (does not fail the run), XPASS = that bug no longer reproduces; INFO and SKIP as said.
-# Takes about 3 minutes on a 2-core machine.
+# Takes about 5 minutes on a 2-core machine.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
-bin="$repo/build/cli/shaperctl" next="" verbose=0 log="" timeout=480 scenario=e2e.sh
+bin="$repo/build/cli/shaperctl" next="" verbose=0 log="" timeout=600 scenario=e2e.sh
 cases=() vm_args=()
 
 usage() { sed -n '6,15p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
@@ -77,6 +77,7 @@ start=$SECONDS
 set +e
 "$repo/vm/run.sh" ${vm_args[@]+"${vm_args[@]}"} --timeout "$timeout" "${bins[@]}" \
     --file "$here/judge.sh:/usr/local/share/shaperctl-vm/judge.sh" \
+    --file "$here/borrow.sh:/usr/local/share/shaperctl-vm/borrow.sh" \
     "$here/$scenario" ${cases[@]+"${cases[@]}"} 2>&1 |
   tee "$log" |
   awk -v verbose="$verbose" '
