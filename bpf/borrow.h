@@ -6,21 +6,26 @@
  * packet that finds the clock behind now (the class sends less than its rate) is the class's
  * own: charged at the rate, it waits on no level above (which it still charges): HTB's green
  * class. A packet that finds the clock ahead (a backlog), or of a class that borrowed within
- * two epochs, asks its parent for a loan, which is granted when the parent's clock would not
- * make it wait longer than its own: it is then charged at the class's allotment, between its
- * rate and its ceil, and waits on its parent too, whose clock every child's packets charge, so
- * the parent stays a cap. Refused, it goes on the guarantee. A class without a ceil is a cap at
- * its rate and waits on every level above, as always.
+ * two epochs, asks its parent for a loan, which is granted when waiting for the parent costs
+ * the class less than its guarantee would (borrow_step): it is then charged at the class's
+ * allotment, between its rate and its ceil, and waits on its parent too, whose clock every
+ * child's packets charge, so the parent stays a cap. Refused, it goes on the guarantee. A class
+ * without a ceil is a cap at its rate and waits on every level above, as always.
  *
  * Allotments are set per lending epoch (SHAPER_LEND_EPOCH_NS) by the parent, from two figures:
- *  - who borrowed in the last epoch: each borrowing child adds its rate to the parent's count
- *    once per epoch (an atomic on the parent's lending line, not per packet); only the lowest
- *    prio counted keeps its weight: it is offered the spare, higher prios keep their rate;
+ *  - who borrowed in the last four epochs: each borrowing child adds its rate to the parent's
+ *    count once per epoch (an atomic on the parent's lending line, not per packet); only the
+ *    lowest prio counted keeps its weight: it is offered the spare, higher prios keep their
+ *    rate. Of the last four epochs' counts the lowest prio's, and at that prio the largest,
+ *    stands: a backlogged class asks only when it sends, and one TCP flow on a path of tiny RTT
+ *    sends 64 KB GSO packets (TCP's autosizing), 35 ms apart at 15 Mbit, missing every second
+ *    epoch, where the sibling would be lent the whole spare;
  *  - how much of the parent the others take: the share `taken` of the epoch that the parent's
- *    clock advanced for packets not lent (sent on guarantees, or by classes without a ceil),
- *    plus the longest a borrower waited on the parent beyond its own clock (booked already:
- *    the next epoch drains it); borrowed packets add their cost on the parent's clock to a sum
- *    apart (one atomic each).
+ *    clock advanced for packets of classes not sharing the spare (without a backlog, without
+ *    a ceil, or of a prio above the one borrowing); the sharers' packets, lent or on their
+ *    guarantee, add their cost on the parent's clock to a sum apart (one atomic each): their
+ *    guarantees are part of what they split, so a sharer refused a loan does not shrink its
+ *    own next allotment.
  * A borrower's allotment is parent rate * (1 - taken) * its rate / the borrowers' rates, at
  * least its rate and at most its ceil: the spare split in proportion to the guarantees, as
  * HTB's quantum does by default. A borrower the last epoch did not count (the first to ask)
@@ -32,9 +37,9 @@
  *  - Each class's ceil holds as a rate does (gcra.h): no packet is charged faster than it.
  *  - P's bound holds: borrowed packets wait on its clock, which every packet charges; packets
  *    sent on guarantees sum to R at most.
- *  - A borrower reaches its allotment when a sibling goes idle within two epochs (the sibling
- *    is not counted in the next; its clock stops charging P), and gives it back when the
- *    sibling returns within two (counted again); meanwhile P's clock arbitrates.
+ *  - A borrower reaches its allotment when a sibling goes idle within five epochs (the
+ *    sibling's count ages out of the four; its clock stops charging P at once), and gives it
+ *    back when the sibling returns within two (counted again); meanwhile P's clock arbitrates.
  * Children whose rates sum above R (apply warns) are each still served at their rate: P is then
  * exceeded by that excess while all of them send, as HTB's parent is.
  *
@@ -52,6 +57,23 @@
 #define LEND_WEIGHT_MASK ((1ull << SHAPER_LEND_PRIO_SHIFT) - 1)
 #define LEND_RATIO_MAX (1ull << 25)         /* borrowers' rates over one's, 2^-16, at most 512 */
 
+/* Of two epochs' counts, the one that borrows: the lower prio, or at one prio the more weight. */
+static __always_inline __u64 lend_best(__u64 a, __u64 b)
+{
+	const __u64 pa = a >> SHAPER_LEND_PRIO_SHIFT, pb = b >> SHAPER_LEND_PRIO_SHIFT;
+
+	if (!pa || (pb && (pb < pa || (pb == pa && b > a))))
+		return b;
+	return a;
+}
+
+/* A lender's clock jumped `skipped` ns to now: time nobody took, which `taken` must not count. */
+static __always_inline void lend_idle(struct shaper_class *p, __u64 skipped)
+{
+	if (p->lend_seen1 | p->lend_seen2 | p->lend_seen3)
+		__sync_fetch_and_add(&p->lend_idle_ns, skipped);
+}
+
 /* Turns the lender's epoch when it is due: the borrowers counted become the last epoch's, and
  * `taken` becomes the share of the epoch's clock advance that was not lent. */
 static __always_inline void lend_turn(struct shaper_class *p, __u64 now)
@@ -65,13 +87,19 @@ static __always_inline void lend_turn(struct shaper_class *p, __u64 now)
 		return;
 	const __u64 tat = *(volatile __u64 *)&p->tat_ns, from = p->lend_epoch_tat_ns;
 	const __u64 lent = __sync_lock_test_and_set(&p->lend_lent_ns, 0);
-	const __u64 used = tat > from ? tat - from : 0, others = used > lent ? used - lent : 0;
+	const __u64 idle = __sync_lock_test_and_set(&p->lend_idle_ns, 0);
+	const __u64 used = tat > from ? tat - from : 0, others = used > lent + idle ? used - lent - idle : 0;
 	const __u64 span = now - start;
 	const __u64 taken = start ? (others << 16) / span : 0; /* the first epoch measures nothing */
 
 	p->lend_taken_fp = taken > LEND_ONE ? LEND_ONE : taken;
 	p->lend_epoch_tat_ns = tat > now ? tat : now;
-	p->lend_last = __sync_lock_test_and_set(&p->lend_now, 0);
+	const __u64 counted = __sync_lock_test_and_set(&p->lend_now, 0);
+
+	p->lend_last = lend_best(lend_best(counted, p->lend_seen1), lend_best(p->lend_seen2, p->lend_seen3));
+	p->lend_seen3 = p->lend_seen2;
+	p->lend_seen2 = p->lend_seen1;
+	p->lend_seen1 = counted;
 	__sync_fetch_and_add(&p->lend_serial, 1);
 }
 
@@ -108,7 +136,8 @@ static __always_inline void lend_count(struct shaper_class *p, struct shaper_cla
 	}
 }
 
-/* A borrowed packet's cost on the lender's clock, counted apart from what others take. */
+/* The cost on the lender's clock of a packet of a class sharing the spare (lent or not: its
+ * guarantee is part of what the sharers split), counted apart from what others take. */
 static __always_inline void lend_note(struct shaper_class *p, __u64 cost)
 {
 	__u32 frac;
@@ -116,18 +145,28 @@ static __always_inline void lend_note(struct shaper_class *p, __u64 cost)
 	__sync_fetch_and_add(&p->lend_lent_ns, shaper_cost_time(cost, p->ns_per_byte_fp, &frac));
 }
 
+/* Whether class `c` shares the spare under `p`: no lower prio than its own was counted last. */
+static __always_inline bool lend_shares(const struct shaper_class *c, const struct shaper_class *p)
+{
+	const __u64 held = *(volatile __u64 *)&p->lend_last >> SHAPER_LEND_PRIO_SHIFT;
+
+	return !held || held >= (__u64)(c->prio & 7) + 1;
+}
+
 /*
- * The ns per byte (2^-32 ns) a borrowed packet of class `c` is charged under parent `p`: its
- * allotment, R * (1 - taken) * rate_c / weight, as a time per byte: t_p * (weight / rate_c) /
- * (1 - taken); never slower than its rate, never faster than its ceil.
+ * The ns per byte (2^-32 ns) a borrowed packet of a class (prio, rate in kbit, its rate and ceil
+ * as ns per byte) is charged under parent `p`: its allotment, R * (1 - taken) * rate / weight,
+ * as a time per byte: t_p * (weight / rate) / (1 - taken); never slower than its rate, never
+ * faster than its ceil.
  */
-static __always_inline __u64 borrow_ns_per_byte(const struct shaper_class *c, const struct shaper_class *p)
+static __always_inline __u64 lend_allotment(const struct shaper_class *p, __u32 prio_c, __u32 rate_kbit,
+					    __u64 t_rate, __u64 t_ceil)
 {
 	const __u64 last = *(volatile __u64 *)&p->lend_last, held = last >> SHAPER_LEND_PRIO_SHIFT;
-	const __u64 prio = (__u64)(c->prio & 7) + 1, rate = c->rate_kbit ? c->rate_kbit : 1;
+	const __u64 prio = (__u64)(prio_c & 7) + 1, rate = rate_kbit ? rate_kbit : 1;
 
 	if (held && held < prio)
-		return c->ns_per_byte_fp; /* a lower prio takes the spare: the guarantee alone */
+		return t_rate; /* a lower prio takes the spare: the guarantee alone */
 	/* Counted last epoch at its prio: its share of their weight; else it borrowed alone. */
 	const __u64 weight = held == prio ? (last & LEND_WEIGHT_MASK) : rate;
 	__u64 ratio = (weight << 16) / rate;
@@ -136,15 +175,20 @@ static __always_inline __u64 borrow_ns_per_byte(const struct shaper_class *c, co
 	if (ratio > LEND_RATIO_MAX)
 		ratio = LEND_RATIO_MAX;
 	if (spare == 0)
-		return c->ns_per_byte_fp;
+		return t_rate;
 	/* t_p >> 16 times the ratio (2^16) is t_p * ratio; over spare (2^-16) is times 2^16. */
 	const __u64 scaled = (p->ns_per_byte_fp >> 16) * ratio / spare;
 
-	if (scaled >= c->ns_per_byte_fp >> 16)
-		return c->ns_per_byte_fp;
+	if (scaled >= t_rate >> 16)
+		return t_rate;
 	const __u64 t = scaled << 16;
 
-	return t < c->ceil_ns_per_byte_fp ? c->ceil_ns_per_byte_fp : t;
+	return t < t_ceil ? t_ceil : t;
+}
+
+static __always_inline __u64 borrow_ns_per_byte(const struct shaper_class *c, const struct shaper_class *p)
+{
+	return lend_allotment(p, c->prio, c->rate_kbit, c->ns_per_byte_fp, c->ceil_ns_per_byte_fp);
 }
 
 /* Pass 1's walk (edt.h), level by level from the leaf: which levels the packet waits on, which
@@ -164,20 +208,29 @@ struct borrow_walk {
 
 /*
  * One level: `departure` is where its charge would start, `beyond` whether that lies past its
- * horizon. A level with a ceil and a parent asks to borrow when it has a backlog (or borrowed
- * within two epochs), else it sends on its guarantee and the packet waits on nothing above. The
- * parent lends when its own departure is no later than the asking level's: a loan never makes a
- * packet wait longer than its class would. Refused, the packet goes on the class's guarantee,
+ * horizon; `child` the level below when it asks for a loan, `cost` the packet's bytes there. A level with a ceil and a parent asks to borrow when
+ * it has a backlog (or borrowed within two epochs), else it sends on its guarantee and the
+ * packet waits on nothing above. The parent lends when waiting for it costs the class less than
+ * its guarantee would: when the parent's departure is no later than the class's own plus what
+ * the packet would add to the class's clock on its guarantee beyond what it adds at the
+ * allotment. So a loan never leaves the class's schedule behind where its guarantee would have
+ * it, and a large packet (64 KB of GSO) may wait tens of ms for the parent rather than take
+ * 100 ms of its class's clock at the rate. Refused, the packet goes on the class's guarantee,
  * still counted as a borrower, so that the parent's next allotments make room for it.
  */
 static __always_inline void borrow_step(struct borrow_walk *w, const struct shaper_class *cls,
-					__u64 now, __u64 departure, __u8 beyond)
+					const struct shaper_class *child, __u64 cost, __u64 now,
+					__u64 departure, __u8 beyond)
 {
 	const __u8 bit = 1u << (w->level & 7);
 
-	if (w->asking) {
+	if (w->asking && child) {
+		const __u64 t_rate = child->ns_per_byte_fp;
+		__u32 frac;
+
 		w->asking = 0;
-		if (departure <= w->asking_departure)
+		if (departure <= w->asking_departure +
+				 shaper_cost_time(cost, t_rate - borrow_ns_per_byte(child, cls), &frac))
 			w->borrowed |= bit >> 1;
 		else
 			w->waits = 0;

@@ -105,6 +105,9 @@ static __always_inline __u64 edt_neighbour(struct __sk_buff *skb, const struct p
 struct edt_peek {
 	__u64 now;            /* in */
 	__u64 neighbour_mask; /* in: edt_neighbour's, as a mask */
+	__u32 wire_len;       /* in */
+	__u32 segs;           /* in */
+	__u32 child;          /* the level peeked last: the one below the next */
 	__u32 parent;         /* out: the level above; 0 at the top */
 	struct borrow_walk walk; /* in and out: which levels it waits on, and when (borrow.h) */
 };
@@ -120,8 +123,13 @@ __noinline int edt_peek_level(__u32 id, struct edt_peek *p)
 	__u64 tat = st ? slice_peek(st, cls, p->now) : *(volatile __u64 *)&cls->tat_ns;
 	const __u64 departure = gcra_departure(tat, cls->burst_ns, p->now);
 
-	borrow_step(&p->walk, cls, p->now, departure,
+	/* Asked for a loan by the level below: what the packet costs there decides (borrow.h). */
+	const struct shaper_class *child = p->walk.asking ? gcra_class(p->child) : NULL;
+	const __u64 child_cost = child ? shaper_packet_cost(p->wire_len, p->segs, child->overhead, child->mpu) : 0;
+
+	borrow_step(&p->walk, cls, child, child_cost, p->now, departure,
 		    departure > gcra_horizon(cls, p->now, p->neighbour_mask));
+	p->child = id;
 	p->parent = cls->parent_id;
 	return 1;
 }
@@ -162,15 +170,22 @@ __noinline int edt_charge_level(__u32 id, struct edt_charge *c)
 	__u32 frac;
 	const __u64 whole = shaper_cost_time(cost, per_byte, &frac);
 	const __u64 charge = shaper_round_time(whole, frac, &st->clock_carry);
-	const __u64 tat = slice_charge(cls, st, c->now, charge, whole + (frac != 0));
+	__u64 skipped;
+	const __u64 tat = slice_charge(cls, st, c->now, charge, whole + (frac != 0), &skipped);
+
+	if (skipped)
+		lend_idle(cls, skipped);
 	const __u64 departure = gcra_departure(tat, cls->burst_ns, c->now);
 
 	stats_add(st, c->segs, cost);
 	c->rounded_up = charge != whole;
 	c->parent = cls->parent_id;
 	c->refused = (c->waited & bit) && departure > gcra_horizon(cls, c->now, c->neighbour_mask);
-	if (lender && !c->refused) {
-		lend_note(lender, cost);
+	if (parent && !c->refused && lend_shares(cls, parent))
+		lend_note(parent, cost);
+	/* Borrowed: charged faster than its rate. A lent packet held to its rate (a lower prio takes
+	 * the spare) is on its guarantee. */
+	if (lender && !c->refused && per_byte < cls->ns_per_byte_fp) {
 		st->borrowed_bytes += cost;
 		st->ceil_held += per_byte == cls->ceil_ns_per_byte_fp && departure > c->now;
 	}
@@ -220,6 +235,7 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 	__u8 waited, asked, borrowed;
 	{
 		struct edt_peek peek = {.now = pkt->now, .neighbour_mask = neighbour_mask,
+					.wire_len = pkt->wire_len, .segs = pkt->segs,
 					.walk = {.waits = 1, .estimate = pkt->now, .leaf_departure = pkt->now}};
 
 #pragma unroll

@@ -106,8 +106,7 @@
 #define SHAPER_RULES_CGROUP (1u << 2)  /* some rule matches a cgroup */
 #define SHAPER_RULES_SERIAL_SHIFT 8    /* above: counts publications, so each rule set differs */
 
-/* Per-CPU cache of classification results (bpf/classify.h), direct-mapped. */
-#define SHAPER_CLASSIFY_CACHE_SLOTS 4096u
+#define SHAPER_CLASSIFY_CACHE_SLOTS 4096u /* per-CPU classification cache (bpf/classify.h), direct-mapped */
 
 enum shaper_mode {
 	SHAPER_MODE_EDT = 0,    /* stamp the departure time; sch_fq holds the packet until then */
@@ -305,17 +304,19 @@ struct shaper_class {
 	/* Line 2: the clocks. */
 	__u64 tat_ns __attribute__((aligned(64))); /* the class clock, monotonic ns */
 	__u64 sparse_tat_ns;  /* the sparse allowance's own clock (GCRA at the class rate) */
-	/* Borrowing's config, read by a borrowed packet beside the clock it charges. */
+	/* Borrowing's config, read by a borrowed packet beside the clock it charges; then a
+	 * lender's state that moves with its clock (in format 9's padding: zero there). */
 	__u64 ceil_ns_per_byte_fp; /* as shaper_class_config; 0: no ceil */
-	__u32 rate_kbit;      /* the class's weight among borrowers: its rate */
-	__u32 prio;
+	__u32 rate_kbit, prio; /* its weight among borrowers (its rate), and its prio */
+	__u64 lend_seen1, lend_seen2, lend_seen3; /* lend_now of the 3 epochs before the last */
+	__u64 lend_idle_ns;   /* how far its clock jumped to now this epoch (idle) */
 	/* Line 3: lending (bpf/borrow.h) as a parent; as a borrowing child, its last count there. */
 	__u64 lend_epoch_ns __attribute__((aligned(64))); /* when this lending epoch began */
 	__u64 lend_epoch_tat_ns; /* the clock then (or now, if it was behind) */
 	__u64 lend_taken_fp;  /* the share of the rate not left to borrowers, 2^-16 (0: all is spare) */
 	__u64 lend_now;       /* borrowers counted this epoch: (prio + 1) << 60 | their rates in kbit */
 	__u64 lend_last;      /* ...and in the last: the lowest prio's, the one that borrows */
-	__u64 lend_lent_ns;   /* clock time charged by borrowed packets this epoch */
+	__u64 lend_lent_ns;   /* clock time charged by the sharers' packets this epoch */
 	__u32 lend_serial;    /* epoch serial */
 	__u32 lend_counted;   /* as a child: the parent's epoch serial it was last counted in */
 	__u64 borrowing_until_ns; /* as a child: it borrows, backlogged or not, until then */
@@ -387,8 +388,7 @@ struct shaper_class_stats {
 	__u64 fair_holds;    /* packets of a local socket's flow above its share, sent later instead */
 	/* This CPU's slice of the class clock (bpf/slice.h): credit from slice_pos to the end,
 	 * whose top bit says the slice was taken behind another CPU's charge. */
-	__u64 slice_pos;
-	__u64 slice_end;
+	__u64 slice_pos, slice_end;
 	/* How long this CPU's packets of the class (its own, not its descendants') were held:
 	 * departure - now of each stamped packet, summed and counted in buckets (bpf/delay.h). */
 	__u64 delay_sum_ns;

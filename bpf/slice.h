@@ -68,18 +68,20 @@ static __always_inline __u64 slice_size(__u64 charge)
 }
 
 /*
- * Charges `charge` ns to the class on this CPU; returns where on the clock the charge starts.
+ * Charges `charge` ns to the class on this CPU; returns where on the clock the charge starts, and
+ * in *skipped how far the clock jumped to now from behind it (it was idle), else 0.
  * `most` is the most a packet of this size is charged (charge.h rounds up or down by 1 ns): a
  * slice sized on it holds all its packets, so rounding leaves under 1 ns per packet unused.
  * The clock itself moves only by atomics: once it is at or past now it only grows, so a
  * fetch-and-add is exact; the jump from an idle clock to now is a compare-and-swap.
  */
 static __always_inline __u64 slice_charge(struct shaper_class *cls, struct shaper_class_stats *st,
-					  __u64 now, __u64 charge, __u64 most)
+					  __u64 now, __u64 charge, __u64 most, __u64 *skipped)
 {
 	const __u64 raw_end = st->slice_end, end = raw_end & ~SLICE_BEHIND;
 	const __u64 pos = st->slice_pos > now ? st->slice_pos : now;
 
+	*skipped = 0;
 	if (pos + charge <= end) {
 		st->slice_pos = pos + charge;
 		return pos;
@@ -96,6 +98,7 @@ static __always_inline __u64 slice_charge(struct shaper_class *cls, struct shape
 		if (seen == tat) {
 			start = now;
 			taken = true;
+			*skipped = now - tat;
 			break;
 		}
 		tat = seen;

@@ -33,6 +33,7 @@ struct ClassClock {
              lend_lent_ns = 0;
     uint32_t lend_serial = 0, lend_counted = 0;
     uint64_t borrowing_until_ns = 0;
+    uint64_t lend_seen1 = 0, lend_seen2 = 0, lend_seen3 = 0, lend_idle_ns = 0;
 };
 
 // Adds one CPU's counters of a class to `sum`.
