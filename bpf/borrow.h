@@ -19,7 +19,10 @@
  *    rate. Of the last four epochs' counts the lowest prio's, and at that prio the largest,
  *    stands: a backlogged class asks only when it sends, and one TCP flow on a path of tiny RTT
  *    sends 64 KB GSO packets (TCP's autosizing), 35 ms apart at 15 Mbit, missing every second
- *    epoch, where the sibling would be lent the whole spare;
+ *    epoch, where the sibling would be lent the whole spare. The largest sum is not the union:
+ *    of two borrowers asking in alternate epochs only the larger's weight counts, and their
+ *    allotments over-promise the spare, which P's clock then arbitrates. Epochs nobody asked
+ *    in (a turn comes with a borrower's packet) age the counts as the others do;
  *  - how much of the parent the others take: the share `taken` of the epoch that the parent's
  *    clock advanced for packets of classes not sharing the spare (without a backlog, without
  *    a ceil, or of a prio above the one borrowing); the sharers' packets, lent or on their
@@ -67,11 +70,17 @@ static __always_inline __u64 lend_best(__u64 a, __u64 b)
 	return a;
 }
 
-/* A lender's clock jumped `skipped` ns to now: time nobody took, which `taken` must not count. */
-static __always_inline void lend_idle(struct shaper_class *p, __u64 skipped)
+/* A lender's clock jumped `skipped` ns to now: time nobody took, which `taken` must not count;
+ * only the part since the epoch's start, where its clock advance is measured from. */
+static __always_inline void lend_idle(struct shaper_class *p, __u64 now, __u64 skipped)
 {
-	if (p->lend_seen1 | p->lend_seen2 | p->lend_seen3)
-		__sync_fetch_and_add(&p->lend_idle_ns, skipped);
+	if (!(p->lend_now | p->lend_seen1 | p->lend_seen2 | p->lend_seen3))
+		return;
+	const __u64 was = now - skipped, from = *(volatile __u64 *)&p->lend_epoch_tat_ns;
+	const __u64 since = was > from ? was : from;
+
+	if (now > since)
+		__sync_fetch_and_add(&p->lend_idle_ns, now - since);
 }
 
 /* Turns the lender's epoch when it is due: the borrowers counted become the last epoch's, and
@@ -94,13 +103,35 @@ static __always_inline void lend_turn(struct shaper_class *p, __u64 now)
 
 	p->lend_taken_fp = taken > LEND_ONE ? LEND_ONE : taken;
 	p->lend_epoch_tat_ns = tat > now ? tat : now;
+	/* The serial first: a CPU that reads the new one and counts before the swap below lands in
+	 * the epoch ending, which the next four turns still read; after it, in the new one. */
+	__sync_fetch_and_add(&p->lend_serial, 1);
 	const __u64 counted = __sync_lock_test_and_set(&p->lend_now, 0);
 
-	p->lend_last = lend_best(lend_best(counted, p->lend_seen1), lend_best(p->lend_seen2, p->lend_seen3));
-	p->lend_seen3 = p->lend_seen2;
-	p->lend_seen2 = p->lend_seen1;
-	p->lend_seen1 = counted;
-	__sync_fetch_and_add(&p->lend_serial, 1);
+	/* Epochs nobody asked in age the counts too: every count in `counted` was made in the
+	 * epoch's first SHAPER_LEND_EPOCH_NS (a later one would have turned it first), and
+	 * `missed` epochs without a count followed. Of those, the last four make lend_last. */
+	const __u64 missed = span / SHAPER_LEND_EPOCH_NS - 1;
+	const __u64 s1 = p->lend_seen1, s2 = p->lend_seen2, s3 = p->lend_seen3;
+
+	if (missed == 0) {
+		p->lend_last = lend_best(lend_best(counted, s1), lend_best(s2, s3));
+		p->lend_seen3 = s2;
+		p->lend_seen2 = s1;
+		p->lend_seen1 = counted;
+	} else if (missed == 1) {
+		p->lend_last = lend_best(lend_best(counted, s1), s2);
+		p->lend_seen3 = s1;
+		p->lend_seen2 = counted;
+		p->lend_seen1 = 0;
+	} else if (missed == 2) {
+		p->lend_last = lend_best(counted, s1);
+		p->lend_seen3 = counted;
+		p->lend_seen2 = p->lend_seen1 = 0;
+	} else {
+		p->lend_last = missed == 3 ? counted : 0;
+		p->lend_seen3 = p->lend_seen2 = p->lend_seen1 = 0;
+	}
 }
 
 /* Counts borrower `c` (a class that asked, lent or not) at its parent once per epoch, turning the
@@ -226,11 +257,13 @@ static __always_inline void borrow_step(struct borrow_walk *w, const struct shap
 
 	if (w->asking && child) {
 		const __u64 t_rate = child->ns_per_byte_fp;
+		const __u64 allot = borrow_ns_per_byte(child, cls);
 		__u32 frac;
 
 		w->asking = 0;
+		/* allot above t_rate only while the control plane rewrites a class's rate and ceil */
 		if (departure <= w->asking_departure +
-				 shaper_cost_time(cost, t_rate - borrow_ns_per_byte(child, cls), &frac))
+				 shaper_cost_time(cost, allot < t_rate ? t_rate - allot : 0, &frac))
 			w->borrowed |= bit >> 1;
 		else
 			w->waits = 0;

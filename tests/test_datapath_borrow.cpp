@@ -194,6 +194,18 @@ TEST_F(Borrow, ABorrowerStaysCountedForFourEpochsAfterItAsked)
     }
 }
 
+// Counts age with the time nobody asked in, not only with turns: a prio 0 borrower that stopped
+// five epochs ago no longer holds prio 1 to its rate at the next turn.
+TEST_F(Borrow, CountsAgeWithTheEpochsNobodyAskedIn)
+{
+    charges_after_an_epoch_of_both(5'000'000, 0, 5'000'000, 1);
+    for (int i = 0; i < 5; i++)
+        next_epoch();
+    const uint64_t before = tat(2);
+    send(2);
+    EXPECT_LT(tat(2) - before, frame_ns(15'000'000)) << "alone: the spare is prio 1's";
+}
+
 // What the parent gives borrowers is what others leave: with three quarters of the last epoch's
 // clock advance charged by packets not lent, a borrower alone is allotted the rest.
 TEST_F(Borrow, TheSpareIsWhatOthersLeave)
