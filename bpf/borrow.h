@@ -70,17 +70,15 @@ static __always_inline __u64 lend_best(__u64 a, __u64 b)
 	return a;
 }
 
-/* A lender's clock jumped `skipped` ns to now: time nobody took, which `taken` must not count;
- * only the part since the epoch's start, where its clock advance is measured from. */
-static __always_inline void lend_idle(struct shaper_class *p, __u64 now, __u64 skipped)
+/* A lender's clock jumped `skipped` ns to now: time nobody took, which `taken` must not count.
+ * All of it, though the part before the epoch's start lies outside the advance measured: that
+ * errs toward a larger spare, which the parent's clock caps, where the exact figure made a lone
+ * borrower's allotment its exact share, with nothing to make up what its TCP flow left unused
+ * (measured: prio 0 sinking from 13.8 to 7.9 Mbit/s of its 15 over 2 s). */
+static __always_inline void lend_idle(struct shaper_class *p, __u64 skipped)
 {
-	if (!(p->lend_now | p->lend_seen1 | p->lend_seen2 | p->lend_seen3))
-		return;
-	const __u64 was = now - skipped, from = *(volatile __u64 *)&p->lend_epoch_tat_ns;
-	const __u64 since = was > from ? was : from;
-
-	if (now > since)
-		__sync_fetch_and_add(&p->lend_idle_ns, now - since);
+	if (p->lend_now | p->lend_seen1 | p->lend_seen2 | p->lend_seen3)
+		__sync_fetch_and_add(&p->lend_idle_ns, skipped);
 }
 
 /* Turns the lender's epoch when it is due: the borrowers counted become the last epoch's, and

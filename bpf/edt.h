@@ -174,7 +174,7 @@ __noinline int edt_charge_level(__u32 id, struct edt_charge *c)
 	const __u64 tat = slice_charge(cls, st, c->now, charge, whole + (frac != 0), &skipped);
 
 	if (skipped)
-		lend_idle(cls, c->now, skipped);
+		lend_idle(cls, skipped);
 	const __u64 departure = gcra_departure(tat, cls->burst_ns, c->now);
 
 	stats_add(st, c->segs, cost);
