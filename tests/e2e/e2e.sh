@@ -430,6 +430,10 @@ case_flows8() {
   _p99=$(echo "$_rtts" | p99)
   if [ "$_n" -ge 50 ] && [ "${_sp:-0}" -ge "$_n" ] && cond "${_p99:-1e9} <= 40"; then
     result PASS sparse-ping-under-8flows "ping p99 $_p99 ms over $_n replies, $_sp sparse packets in the class meanwhile (bounds: 40 ms, every request sparse; plain EDT ~400 ms)"
+  elif [ "$_k" = SKIP ] && [ "$_n" -ge 50 ] && cond "${_p99:-1e9} <= 40"; then
+    # The guest stalled through the judged windows (tcp-8flows-20mbit): a request that found the
+    # class run dry had no backlog to jump, and left at once without counting as sparse.
+    result SKIP sparse-ping-under-8flows "ping p99 $_p99 ms over $_n replies, ${_sp:-?} sparse packets in the class meanwhile: the guest stalled, the class ran dry under some requests (busy host)"
   else
     result FAIL sparse-ping-under-8flows "ping p99 ${_p99:-?} ms over $_n replies, ${_sp:-?} sparse packets in the class meanwhile (bounds: 40 ms, every request sparse)"
   fi
