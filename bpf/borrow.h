@@ -78,7 +78,7 @@ static __always_inline __u64 lend_best(__u64 a, __u64 b)
 static __always_inline void lend_idle(struct shaper_class *p, __u64 skipped)
 {
 	/* A parent idle for an hour adds two epochs: enough to free the next allotment. */
-	if (p->lend_seen1 | p->lend_seen2 | p->lend_seen3)
+	if (p->lend_now | p->lend_seen1 | p->lend_seen2 | p->lend_seen3)
 		__sync_fetch_and_add(&p->lend_idle_ns, skipped < 2 * SHAPER_LEND_EPOCH_NS ? skipped : 2 * SHAPER_LEND_EPOCH_NS);
 }
 

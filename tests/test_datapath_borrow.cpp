@@ -218,7 +218,7 @@ TEST_F(Borrow, TheSpareIsWhatOthersLeave)
     const uint64_t now = now_ns();
     parent.lend_epoch_ns = parent.lend_epoch_tat_ns = now - SHAPER_LEND_EPOCH_NS;
     parent.tat_ns = now - SHAPER_LEND_EPOCH_NS / 4;
-    parent.lend_lent_ns = 0;
+    parent.lend_lent_ns = parent.lend_idle_ns = 0;  // nobody lent to, never idle: others took it all
     maps_->write_clock(10, parent);
     const uint64_t before = tat(1);
     send(1);
