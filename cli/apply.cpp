@@ -93,7 +93,17 @@ void warn_of_guarantees(const std::string& dev, const std::vector<ClassSpec>& cl
 
 void apply_file(const std::string& path, bool dry_run, std::ostream& out)
 {
-    const ConfigFile file = load_config(path, host_cgroups());
+    // A receive side's ACKs are paced where its device's send side is attached in edt mode, or
+    // where nothing of the device is attached yet: attach --ingress then attaches that side.
+    const auto acks_paced = [](const std::string& dev) {
+        try {
+            const bool attached = Shaper::is_attached(dev, Direction::Egress) || Shaper::is_attached(dev, Direction::Ingress);
+            return !attached || Shaper::paces_acks(dev);
+        } catch (const Error&) {
+            return true;  // an unknown device: apply names it
+        }
+    };
+    const ConfigFile file = load_config(path, host_cgroups(), acks_paced);
     for (const ConfigDevice& d : file.devices)
         warn_of_guarantees(d.name, d.config.classes);
     std::optional<Reconcile> plan;

@@ -44,8 +44,10 @@ Run class_verb(CLI::App* cmd, Common& c, bool add)
         // Validates the id and every given field, over the side's defaults.
         const ClassSpec given = o->apply(class_defaults(c.side()));
         const Shaper shaper = Shaper::open(c.dev, c.side());
+        // A receive side whose ACKs are paced has CoDel defaults of its own.
+        const bool paced = c.side() == Direction::Ingress && Shaper::paces_acks(c.dev);
         if (add)
-            shaper.add_class(given);
+            shaper.add_class(paced ? o->apply(class_defaults(c.side(), true)) : given);
         else
             shaper.change_class(o->apply(shaper.class_spec(given.id)));
         warn_of_guarantees(c.dev, shaper.config().classes);

@@ -68,7 +68,7 @@ void StatusTableWriter::head(const DeviceStatus& st)
     out_ << "default class " << (st.default_class ? std::to_string(st.default_class) : std::string("none"))
          << "  unclassified " << st.unclassified.packets << " pkts " << format_size(st.unclassified.bytes)
          << "\n\n";
-    defaults_ = class_defaults(st.device.direction);
+    defaults_ = class_defaults(st.device.direction, st.send_side_paces);
     classes_.row({"class", "parent", "rate", "ceil", "burst", "horizon", "packets", "bytes", "drops", "marks", "backlog",
                   "delay p50/p99", "rate now", "options"});
     if (!st.rules.empty())

@@ -9,7 +9,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <functional>
 #include <set>
 #include <sstream>
 
@@ -95,9 +94,9 @@ ojson rule_field_json(const RuleSpec& r, const RuleField& f, const CgroupNames& 
 // A class of a device whose side and mode are parsed: its fields over the side's defaults (a
 // horizon of 0 is the default for its rate too, as on the command line). check_config()
 // checks the rest.
-ClassSpec parse_class(const json& j, const std::string& path, Direction side, uint32_t mode)
+ClassSpec parse_class(const json& j, const std::string& path, const ShaperConfig& c)
 {
-    const ClassSpec defaults = class_defaults(side);
+    const ClassSpec defaults = class_defaults(c.side, c.acks_paced);
     check_keys(j, path, "class");
     for (const ClassField& f : class_fields())
         if (f.required && !j.contains(f.name))
@@ -106,7 +105,7 @@ ClassSpec parse_class(const json& j, const std::string& path, Direction side, ui
     for (const ClassField& f : class_fields())
         if (j.contains(f.name))
             f.set(spec, get_class_field(f, j[f.name], path + "." + f.name));
-    resolve_horizon(spec, side, mode);
+    resolve_horizon(spec, c.side, c.mode);
     return spec;
 }
 
@@ -214,7 +213,7 @@ std::vector<Item> parse_list(const json& device, const std::string& path, const 
     return items;
 }
 
-ConfigDevice parse_device(const json& j, const std::string& path, const CgroupNames& cgroups)
+ConfigDevice parse_device(const json& j, const std::string& path, const CgroupNames& cgroups, const AcksPaced& paced)
 {
     check_keys(j, path, "device");
     ConfigDevice d;
@@ -232,6 +231,7 @@ ConfigDevice parse_device(const json& j, const std::string& path, const CgroupNa
     const bool ingress = c.side == Direction::Ingress;
     if (ingress)
         c.mode = SHAPER_MODE_POLICE;  // nothing queues a received packet
+    c.acks_paced = !ingress || !paced || paced(d.name);
     if (j.contains("mode")) {
         const std::string mode = get_string(j["mode"], path + ".mode", "\"edt\"");
         c.mode = at(path + ".mode", [&] { return mode_from_name(mode); });
@@ -260,7 +260,7 @@ ConfigDevice parse_device(const json& j, const std::string& path, const CgroupNa
     if (j.contains("max_classes"))
         c.max_classes = uint32_t(get_int(j["max_classes"], path + ".max_classes", 2, SHAPER_LIMIT_MAX_CLASSES));
     c.classes = parse_list<ClassSpec>(j, path, "classes", d.class_index, "class", [&](const json& v, const std::string& p) {
-        return std::pair{parse_class(v, p, c.side, c.mode), p + ".id"};
+        return std::pair{parse_class(v, p, c), p + ".id"};
     });
     if (j.contains("default_class") && !j["default_class"].is_null())
         c.default_class = uint32_t(get_int(j["default_class"], path + ".default_class", 0,
@@ -313,7 +313,7 @@ const std::vector<std::string>& config_keys(const std::string& object)
     return object == "rule" ? rule_keys : keys.at(object);
 }
 
-ConfigFile parse_config(const std::string& text, const CgroupNames& cgroups)
+ConfigFile parse_config(const std::string& text, const CgroupNames& cgroups, const AcksPaced& acks_paced)
 {
     const json j = parse_json(text);
     check_keys(j, "", "file");
@@ -327,7 +327,7 @@ ConfigFile parse_config(const std::string& text, const CgroupNames& cgroups)
     ConfigFile file;
     std::map<std::pair<std::string, Direction>, std::string> names;  // each side once
     for (size_t i = 0; i < j["devices"].size(); i++) {
-        ConfigDevice d = parse_device(j["devices"][i], "devices[" + std::to_string(i) + "]", cgroups);
+        ConfigDevice d = parse_device(j["devices"][i], "devices[" + std::to_string(i) + "]", cgroups, acks_paced);
         if (auto it = names.find({d.name, d.config.side}); it != names.end())
             fail(d.path + ".device", "device \"" + d.name + "\" is given twice (also " + it->second + ")");
         names[{d.name, d.config.side}] = d.path;
@@ -336,7 +336,7 @@ ConfigFile parse_config(const std::string& text, const CgroupNames& cgroups)
     return file;
 }
 
-ConfigFile load_config(const std::string& path, const CgroupNames& cgroups)
+ConfigFile load_config(const std::string& path, const CgroupNames& cgroups, const AcksPaced& acks_paced)
 {
     std::ifstream in(path);
     if (!in)
@@ -344,7 +344,7 @@ ConfigFile load_config(const std::string& path, const CgroupNames& cgroups)
     std::stringstream text;
     text << in.rdbuf();
     try {
-        return parse_config(text.str(), cgroups);
+        return parse_config(text.str(), cgroups, acks_paced);
     } catch (const Error& e) {
         throw Error(path + ": " + e.what());
     }

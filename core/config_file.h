@@ -11,6 +11,7 @@
 // `devices[0].classes[3].rate: bad rate "10mbt": ...`.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -39,10 +40,14 @@ struct ConfigFile {
 // Keys each object of the file accepts (the schema lists the same).
 const std::vector<std::string>& config_keys(const std::string& object);  // "file" "device" "fq" "class" "rule" "cgroup"
 
+// Whether a device's receive side has (or, once apply attaches it, will have) its ACKs paced:
+// its classes' CoDel defaults follow (class_defaults()). Not given: paced, as attach tries.
+using AcksPaced = std::function<bool(const std::string& device)>;
+
 // `cgroups` names the cgroups of rules (loader/cgroup.h: host_cgroups(), this machine's).
-ConfigFile parse_config(const std::string& text, const CgroupNames& cgroups);
+ConfigFile parse_config(const std::string& text, const CgroupNames& cgroups, const AcksPaced& acks_paced = {});
 // Reads and parses a file; errors are prefixed with its name.
-ConfigFile load_config(const std::string& path, const CgroupNames& cgroups);
+ConfigFile load_config(const std::string& path, const CgroupNames& cgroups, const AcksPaced& acks_paced = {});
 
 // The file form of devices' configurations (what dump prints; apply of it changes nothing).
 nlohmann::ordered_json config_json(const std::vector<std::pair<std::string, ShaperConfig>>& devices,

@@ -18,13 +18,13 @@ const char* direction_name(Direction direction)
     return direction == Direction::Ingress ? "ingress" : "egress";
 }
 
-ClassSpec class_defaults(Direction direction)
+ClassSpec class_defaults(Direction direction, bool acks_paced)
 {
     ClassSpec spec;
     if (direction == Direction::Ingress) {
         spec.aqm = true;
-        spec.aqm_target_ns = kIngressDefaultTargetNs;
-        spec.aqm_interval_ns = kIngressDefaultIntervalNs;
+        spec.aqm_target_ns = acks_paced ? kIngressPacedTargetNs : kIngressDefaultTargetNs;
+        spec.aqm_interval_ns = acks_paced ? kIngressPacedIntervalNs : kIngressDefaultIntervalNs;
     }
     return spec;
 }
@@ -40,9 +40,9 @@ uint64_t default_horizon(Direction direction, uint32_t mode, uint64_t rate_bps)
     return std::clamp<uint64_t>(frames_ns, kIngressDefaultHorizonNs, SHAPER_HORIZON_MAX_NS);
 }
 
-ClassSpec class_defaults(Direction direction, uint32_t mode, uint64_t rate_bps)
+ClassSpec class_defaults(Direction direction, uint32_t mode, uint64_t rate_bps, bool acks_paced)
 {
-    ClassSpec spec = class_defaults(direction);
+    ClassSpec spec = class_defaults(direction, acks_paced);
     spec.horizon_ns = default_horizon(direction, mode, rate_bps);
     return spec;
 }

@@ -184,7 +184,7 @@ std::string describe_rule(const RuleSpec& rule)
     return "class " + std::to_string(rule.class_id) + " " + format_rule_match(rule);
 }
 
-std::string describe_step(const ConfigStep& step, Direction side, uint32_t mode)
+std::string describe_step(const ConfigStep& step, const ShaperConfig& side)
 {
     using Kind = ConfigStep::Kind;
     if (!step.shown)
@@ -195,7 +195,7 @@ std::string describe_step(const ConfigStep& step, Direction side, uint32_t mode)
         return "~ default class " + id(step.old_default) + " -> " + id(step.new_default);
     case Kind::AddClass:
         return "+ class " + std::to_string(step.after.id) + " " +
-               class_summary(step.after, class_defaults(side, mode, step.after.rate_bps));
+               class_summary(step.after, class_defaults(side.side, side.mode, step.after.rate_bps, side.acks_paced));
     case Kind::ChangeClass:
         return "~ class " + std::to_string(step.after.id) + " " + class_changes(step.before, step.after);
     case Kind::DeleteClass:

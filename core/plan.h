@@ -40,8 +40,8 @@ std::vector<ConfigStep> plan_config(const ShaperConfig& current, const ShaperCon
 
 // The diff line of a step ("+ class 3 rate 5mbit", "~ class 1 rate 20mbit -> 30mbit",
 // "- rule 20"); "" for internal steps. New classes' lines leave out what equals the defaults of
-// the device's side and mode (class_defaults(), the horizon for the class's rate).
-std::string describe_step(const ConfigStep& step, Direction side, uint32_t mode);
+// the device's side, mode and pacing (class_defaults(), the horizon for the class's rate).
+std::string describe_step(const ConfigStep& step, const ShaperConfig& side);
 
 // "src 10.0.0.0/8 proto tcp": a rule's class and matches, as a diff names them.
 std::string describe_rule(const RuleSpec& rule);

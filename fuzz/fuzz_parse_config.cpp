@@ -216,7 +216,7 @@ void check_round_trip(std::string_view input, const ConfigFile& file, const Fake
         ShaperConfig empty;
         empty.mode = d.config.mode;
         for (const auto& step : shaperctl::plan_config(empty, d.config))
-            fuzz::check_one_line(input, shaperctl::describe_step(step, d.config.side, d.config.mode));
+            fuzz::check_one_line(input, shaperctl::describe_step(step, d.config));
     }
 }
 

@@ -179,15 +179,9 @@ Direction device_side(Direction container_direction)
     return container_direction == Direction::Ingress ? Direction::Egress : Direction::Ingress;
 }
 
-bool send_side_paces(const std::string& device)
-{
-    return Shaper::is_attached(device, Direction::Egress) &&
-           Shaper::open_unlocked(device, Direction::Egress).attach_options().mode == SHAPER_MODE_EDT;
-}
-
 ClassSpec container_side_class(const std::string& device, Direction side, ClassSpec spec)
 {
-    if (side == Direction::Ingress && spec.aqm && send_side_paces(device)) {
+    if (side == Direction::Ingress && spec.aqm && Shaper::paces_acks(device)) {
         spec.aqm_target_ns = kIngressPacedTargetNs;
         spec.aqm_interval_ns = kIngressPacedIntervalNs;
     }
@@ -206,7 +200,7 @@ void shape_container_side(const std::string& device, Direction side, const Class
 void pace_container_acks(const std::string& device)
 {
     if (Shaper::is_attached(device, Direction::Egress)) {
-        if (!send_side_paces(device)) {
+        if (!Shaper::paces_acks(device)) {
             Shaper::detach(device, Direction::Egress);
             return;
         }

@@ -66,9 +66,6 @@ void shape_container_side(const std::string& device, Direction side, const Class
 // only that role (or is detached, in police mode).
 void pace_container_acks(const std::string& device);
 
-// Whether the device's send side is attached in edt mode: sch_fq there can hold ACKs.
-bool send_side_paces(const std::string& device);
-
 // Detaches every side of the recorded device, present or deleted since (then only its pins and
 // records are left to remove). A device of that name with another ifindex is not the one.
 void unshape_container(const ContainerRecord& record);

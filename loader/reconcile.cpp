@@ -90,7 +90,7 @@ void plan(SidePlan& t)
     }
     t.steps = plan_config(current, w);
     for (const ConfigStep& step : t.steps) {
-        std::string line = describe_step(step, w.side, w.mode);
+        std::string line = describe_step(step, w);
         if (!line.empty())
             t.lines.push_back(line);
     }

@@ -319,6 +319,18 @@ bool Shaper::is_attached(const std::string& dev, Direction side)
     return path_exists(device.run_dir() + "/" + kRecordFile);
 }
 
+bool Shaper::paces_acks(const std::string& dev)
+{
+    return paces_acks(Device::resolve(dev));
+}
+
+bool Shaper::paces_acks(const Device& device)
+{
+    const std::string record = device.side(Direction::Egress).run_dir() + "/" + kRecordFile;
+    const std::optional<AttachRecord> send = AttachRecord::load(record);
+    return send && send->mode == SHAPER_MODE_EDT;
+}
+
 AttachOptions Shaper::attach_options() const
 {
     AttachOptions options;

@@ -95,6 +95,9 @@ struct DeviceStatus {
     // Receive side: the send side held an ACK of its flows within the last second (the test the
     // datapath makes before pacing's marks, steps and boxes, bpf/ack_pace.h).
     bool acks_paced = false;
+    // Receive side: its send side is attached in edt mode, so its ACKs can be paced, and its
+    // classes' CoDel defaults are the paced ones (class_defaults()).
+    bool send_side_paces = false;
     uint32_t default_class = 0;
     uint32_t max_classes = 0;
     ClassCounters unclassified;
@@ -136,6 +139,10 @@ public:
     static Shaper open_unlocked(const std::string& dev, Direction side = Direction::Egress);
     // Whether the device's side has an attach record (Error for an unknown device).
     static bool is_attached(const std::string& dev, Direction side = Direction::Egress);
+    // Whether the device's send side is attached in edt mode: sch_fq there can hold the ACKs of
+    // its receive side's flows (bpf/ack_pace.h).
+    static bool paces_acks(const std::string& dev);
+    static bool paces_acks(const Device& device);
 
     // One command's change each: a one-item plan, checked by the checks check_config() makes
     // of a whole configuration against what the device holds, reading only what the item

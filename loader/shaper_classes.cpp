@@ -27,6 +27,7 @@ ShaperConfig Shaper::config() const
     ShaperConfig config;
     config.side = device_.direction;
     config.mode = record_.mode;
+    config.acks_paced = device_.direction == Direction::Ingress && paces_acks(device_);
     config.fq = record_.fq;
     config.max_classes = maps_.max_classes();
     config.default_class = maps_.settings().default_class;

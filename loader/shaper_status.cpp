@@ -43,6 +43,7 @@ void Shaper::status(std::chrono::nanoseconds sample, const std::function<void(co
         st.pacing = inspect_pacing(device_.ifindex);
         st.acks_paced = device_.direction == Direction::Ingress && acks_paced_now(device_);
     }
+    st.send_side_paces = device_.direction == Direction::Ingress && paces_acks(device_);
 
     // The rate estimate's first reading, by id: bytes and when they were read (16 bytes a slot;
     // nothing to compare without one). A class added while we sleep started from zero. Each

@@ -182,7 +182,7 @@ TEST(GoldenFile, EdtFileParsesAndDumpsAsBefore)
     expect_golden("edt-dump.json", shaperctl::config_json({{"eth0", c}}, names).dump(2) + "\n");
     std::string diff;
     for (const auto& step : shaperctl::plan_config({}, c))
-        if (auto line = shaperctl::describe_step(step, c.side, c.mode); !line.empty())
+        if (auto line = shaperctl::describe_step(step, c); !line.empty())
             diff += line + "\n";
     expect_golden("edt-diff-from-nothing.txt", diff);
 }

@@ -301,6 +301,55 @@ TEST_F(IngressSide, AttachAlonePacesAcksWhereItCanAndDetachTakesThatSendSideAway
     EXPECT_FALSE(hooked(Direction::Egress));
 }
 
+// A receive side whose ACKs are paced gives its new classes CoDel's paced target and interval
+// (5 ms / 50 ms: its senders feel the backlog, and 2 ms / 5 ms marked them 10 % under the rate);
+// one whose ACKs are not paced (--no-ack-pacing, a send side in police mode, no sch_fq) the short
+// ones. Values given are kept; status lists no default as an option; a file follows the same rule.
+TEST_F(IngressSide, ItsClassesCodelDefaultsFollowWhetherItsAcksArePaced)
+{
+    const auto codel = [&](size_t i) {
+        const json c = status()["classes"][i];
+        return std::pair<uint64_t, uint64_t>{c["aqm_target_ns"], c["aqm_interval_ns"]};
+    };
+    const std::pair<uint64_t, uint64_t> lan{2'000'000, 5'000'000}, paced{5'000'000, 50'000'000};
+    ok("attach --dev sh0 --ingress --no-ack-pacing");
+    ok("add-class --dev sh0 --ingress --id 1 --rate 10mbit");
+    EXPECT_EQ(codel(0), lan);
+    ok("detach --dev sh0 --ingress");
+    ok("attach --dev sh0 --mode police");  // a send side that delays nothing
+    ok("attach --dev sh0 --ingress");
+    ok("add-class --dev sh0 --ingress --id 1 --rate 10mbit");
+    EXPECT_EQ(codel(0), lan);
+    ok("detach --dev sh0 --ingress");
+    ok("detach --dev sh0");
+
+    const Outcome o = sh("attach --dev sh0 --ingress");
+    ASSERT_EQ(o.status, 0) << o.err;
+    if (o.out.find("no ACK pacing") != std::string::npos)
+        GTEST_SKIP() << "nothing paces ACKs on this kernel: " << o.out;
+    ok("add-class --dev sh0 --ingress --id 1 --rate 10mbit");
+    ok("add-class --dev sh0 --ingress --id 2 --rate 5mbit --parent 1 --target 2ms");
+    EXPECT_EQ(codel(0), paced);
+    EXPECT_EQ(codel(1), std::make_pair(uint64_t(2'000'000), paced.second)) << "the given target stays";
+    const std::string table = sh("status --dev sh0 --ingress").out;
+    EXPECT_EQ(table.find("interval"), std::string::npos) << "a default listed as an option:\n" << table;
+    EXPECT_NE(table.find("target 2ms"), std::string::npos) << table;
+
+    // A file's class: the same defaults; the diff leaves them out, and a dump applies unchanged.
+    json file = json::parse(sh("dump --dev sh0").out);
+    const std::string path = "/tmp/shaperctl-test-codel-" + std::to_string(getpid()) + ".json";
+    std::ofstream(path) << file.dump();
+    EXPECT_EQ(sh("apply -f " + path).out, "no changes\n");
+    ok("detach --dev sh0 --ingress");
+    file["devices"][0]["classes"] = json::array({{{"id", 3}, {"rate", "20mbit"}}});
+    file["devices"][0].erase("max_classes");
+    std::ofstream(path) << file.dump();
+    const Outcome applied = sh("apply -f " + path);
+    std::remove(path.c_str());
+    EXPECT_EQ(applied.out, "dev sh0 ingress:\n+ attach mode police\n+ class 3 rate 20mbit\n") << applied.err;
+    EXPECT_EQ(codel(0), paced);
+}
+
 TEST_F(IngressSide, BadInputIsRefusedInOneLineAndChangesNothing)
 {
     ok("attach --dev sh0 --mode police");
