@@ -471,6 +471,8 @@ measure() {
         ping: $ping, jain: $jain, drops: $c.drops, marks: $c.marks, counters: $c.detail,
         retransmits: ($m1.TcpRetransSegs - $m0.TcpRetransSegs), segments_out: ($m1.TcpOutSegs - $m0.TcpOutSegs),
         retrans_pct: (($m1.TcpRetransSegs - $m0.TcpRetransSegs) * 100 / ([$m1.TcpOutSegs - $m0.TcpOutSegs, 1] | max)),
+        timeouts: (($m1.TcpExtTCPTimeouts // 0) - ($m0.TcpExtTCPTimeouts // 0)),
+        loss_probes: (($m1.TcpExtTCPLossProbes // 0) - ($m0.TcpExtTCPLossProbes // 0)),
         udp: (first(($j, $u) | select(.end.sum.lost_packets != null)
                     | {packets: .end.sum.packets, lost: .end.sum.lost_packets}) // null),
         split: (if $split == null then null

@@ -54,6 +54,8 @@ struct edt_packet {
 	 * A value the verifier does not know (shaper.bpf.c): known, it would check what follows
 	 * once for each. */
 	__u64 can_wait;
+	/* Non-zero: no socket of this host sent it (forwarded): its queue is bounded (fair.h). */
+	__u64 sockless;
 };
 
 /* The later of two times (below 2^63), without a branch: each would be one more state for the
@@ -286,7 +288,7 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 		if (!sparse_leave && flow && (leaf->flags & SHAPER_CLASS_FAIR) && !neighbour) {
 			enum congestion_verdict v = fair_decide(skb, flow, leaf, cost_ns,
 								estimate - pkt->now, pkt->now,
-								pkt->can_wait, leaf_stats);
+								pkt->can_wait, pkt->sockless, leaf_stats);
 
 			if (v == CONGESTION_DROP) {
 				stats_drop(leaf_stats, CAUSE_FAIR);

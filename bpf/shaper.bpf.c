@@ -147,8 +147,21 @@ __noinline int note_delay(__u32 class_id, __u64 delay_ns)
 }
 
 /* Set by the loader for the datapath tests only: BPF_PROG_TEST_RUN's packets carry a dummy
- * socket of protocol 0, and these tests need packets a local socket sent. */
+ * socket of protocol 0, and these tests need packets a local socket sent, or none. */
 const volatile bool every_packet_local = false;
+const volatile bool every_packet_forwarded = false;
+
+/* 1 for a packet no socket of this host holds on the send side: forwarded, a container's seen
+ * on the host side of its veth (its socket's hold ends there), a bridged frame. Nothing but its
+ * sender's loss or mark bounds the queue it builds (fair.h). A global function, as below. */
+__noinline int packet_sockless(struct __sk_buff *skb)
+{
+	if (ingress)
+		return 0;
+	if (every_packet_forwarded)
+		return 1;
+	return !every_packet_local && !skb->sk;
+}
 
 /* 1 for a packet that must be held rather than dropped: on a send side in edt mode (only sch_fq
  * holds a packet), of a local TCP socket, which waits for it to leave (TCP small queues): from
@@ -235,6 +248,7 @@ int shaper(struct __sk_buff *skb)
 
 	pkt.aqm = edt || ingress; /* ingress: the backlog is virtual, its verdicts are not */
 	pkt.can_wait = packet_may_wait(skb, settings->mode);
+	pkt.sockless = packet_sockless(skb);
 	switch (class_id ? edt_schedule(skb, class_id, &pkt, &departure) : EDT_UNSHAPED) {
 	case EDT_DROP:
 		return TC_ACT_SHOT;

@@ -25,6 +25,7 @@ struct ProgramOptions {
     // Tests: every packet is taken for a local socket's, which fair shares may hold rather
     // than drop (BPF_PROG_TEST_RUN's packets have no such socket).
     bool every_packet_local = false;
+    bool every_packet_forwarded = false;  // Tests: every packet taken for one no socket sent
 };
 
 class Program {

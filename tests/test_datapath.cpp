@@ -612,6 +612,77 @@ TEST_F(Fair, EpochsEndWithTheChargePerFlowAsTheShare)
     EXPECT_EQ(maps_->clock(1).fair_share_ns, 0u);
 }
 
+constexpr uint64_t kMs = 1'000'000;
+
+// A lone flow has no share, and a local socket's queue is bounded by TCP small queues: however
+// long the backlog (up to the horizon), it is never signalled.
+TEST_F(Fair, ALoneLocalFlowIsNeverSignalledWhateverTheBacklog)
+{
+    add_fair_class(10 * kSec);
+    ClassClock clock = maps_->clock(1);
+    clock.fair_share_ns = 0;
+    maps_->write_clock(1, clock);
+    for (int i = 1; i <= 30; i++)
+        ASSERT_EQ(send_flow(1000, 2).ecn, 2) << "packet " << i;
+    EXPECT_EQ(maps_->counters(1).fair_marks + maps_->counters(1).drops_fair, 0u);
+}
+
+// A queue no socket holds (forwarded packets; every packet here: every_packet_forwarded) is
+// bounded by its senders' losses and marks alone. Past 100 ms of backlog (the shortest epoch) a
+// flow above its share, a lone flow too, is signalled once per epoch, at most one per round
+// trip, where before only the horizon (here a minute) stopped it, with a burst of drops.
+class FairForwarded : public Fair {
+protected:
+    ProgramOptions program_options() const override { return {.every_packet_forwarded = true}; }
+
+    void backlog_and_no_share(uint64_t backlog_ns)
+    {
+        ClassClock clock = maps_->clock(1);
+        clock.tat_ns = now_ns() + backlog_ns;
+        clock.fair_share_ns = 0;
+        maps_->write_clock(1, clock);
+    }
+};
+
+TEST_F(FairForwarded, ALoneFlowPastAStandingBacklogIsSignalledOncePerEpoch)
+{
+    add_fair_class(0);
+    backlog_and_no_share(90 * kMs);
+    for (int i = 1; i <= 5; i++)  // 90 to 94 ms of backlog (less, as time passes)
+        ASSERT_EQ(send_flow(1000, 2).ecn, 2) << "packet " << i << " waits less than 100 ms";
+    backlog_and_no_share(150 * kMs);
+    EXPECT_EQ(send_flow(1000, 2).ecn, 3) << "past 100 ms: CE";
+    for (int i = 1; i <= 30; i++)  // and no flood: a lone flow has no share to be twice past
+        ASSERT_EQ(send_flow(1000, 2).ecn, 2) << "packet " << i << ": once per epoch";
+    // In a new epoch a flow is a bulk flow past the sparse allowance (two frames, 3.08 ms).
+    next_epoch();
+    for (int i = 1; i <= 3; i++)
+        ASSERT_EQ(send_flow(1000, 2).ecn, 2) << "packet " << i << " of the next epoch";
+    EXPECT_EQ(send_flow(1000, 2).ecn, 3) << "the next epoch: marked again";
+    next_epoch();
+    for (int i = 1; i <= 3; i++)
+        ASSERT_EQ(send_flow(1000, 0).action, kPass);
+    const uint64_t before = tat(1);
+    EXPECT_EQ(send_flow(1000, 0).action, kTcActShot) << "not ECN-capable: dropped";
+    EXPECT_EQ(tat(1), before) << "and charged nowhere";
+    EXPECT_EQ(send_flow(1000, 0).action, kPass) << "once per epoch";
+    const ClassCounters c = maps_->counters(1);
+    EXPECT_EQ(c.fair_marks, 2u);
+    EXPECT_EQ(c.drops_fair, 1u);
+    EXPECT_EQ(c.drops_horizon + c.drops_aqm, 0u);
+}
+
+// Below its share a flow is left alone however long the queue: the flows above it are the ones
+// to slow down.
+TEST_F(FairForwarded, AFlowWithinItsShareIsLeftAlonePastTheStandingBacklog)
+{
+    add_fair_class(150 * kMs);  // share 10 ms: a flow is within it up to its 10th packet
+    for (int i = 1; i <= 10; i++)
+        ASSERT_EQ(send_flow(1000, 2).ecn, 2) << "packet " << i << " is within the share";
+    EXPECT_EQ(send_flow(1000, 2).ecn, 3) << "the 11th is above it, past 100 ms of backlog: CE";
+    EXPECT_EQ(send_flow(2000, 2).ecn, 2) << "another flow within its share";
+}
+
 // Fair shares for packets a local TCP socket sent (every packet here: every_packet_local): a
 // flow above its share is held to it, never marked or dropped; its packets leave in order.
 class FairHold : public Fair {
@@ -640,7 +711,6 @@ protected:
     }
 };
 
-constexpr uint64_t kMs = 1'000'000;
 
 TEST_F(FairHold, AFlowAboveItsShareIsHeldToItsOwnClockNeverMarkedOrDropped)
 {
