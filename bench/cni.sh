@@ -163,13 +163,6 @@ cni() {
     CNI_PATH="$CNI_BINS" "$CNI_BINS/$_type" >/tmp/cni.out 2>/tmp/cni.err
 }
 
-# ping_summary FILE SENT: {"p50_ms", "p99_ms", "max_ms", "n", "lost"}, nearest rank.
-ping_summary() {
-  grep -o 'time=[0-9.]*' "$1" | cut -d= -f2 | jq -s -c --argjson sent "$2" 'sort as $v | length as $n
-    | def rank(p): if $n == 0 then null else $v[([((p * $n) | ceil), 1] | max) - 1] end;
-    {p50_ms: rank(0.5), p99_ms: rank(0.99), max_ms: $v[-1], n: $n, lost: ($sent - $n)}'
-}
-
 # direction ROW_PLUGIN DIRECTION MBIT CTR: 4 flows through one direction of the shaping, a ping
 # from the host meanwhile, one "@@CNI {json}" row.
 direction() {

@@ -296,13 +296,6 @@ counters() {
     none) echo null ;;
   esac
 }
-# ping_summary FILE SENT: {"p50_ms", "p99_ms", "max_ms", "n", "lost"}, nearest rank (cni.sh's).
-ping_summary() {
-  grep -o 'time=[0-9.]*' "$1" | cut -d= -f2 | jq -s -c --argjson sent "$2" 'sort as $v | length as $n
-    | def rank(p): if $n == 0 then null else $v[([((p * $n) | ceil), 1] | max) - 1] end;
-    {p50_ms: rank(0.5), p99_ms: rank(0.99), max_ms: $v[-1], n: $n, lost: ($sent - $n)}'
-}
-
 # row PEER FLOWS MBIT ECN: one measurement, printed as an "@@FWD {json}" line.
 row() {
   local _peer="$1" _n="$2" _mbit="$3" _ecn="$4" _on=2 _label _t0 _s0 _r0 _s1 _r1 _c=null _m _out _ping _pings _err

@@ -1,5 +1,5 @@
 # Helpers for the benches that judge a limit by what TCP flows get through it (accuracy.sh:
-# cmd; ingress.sh, cni.sh). Sourced in the stock-kernel VM after vm/lib.sh; busybox sh.
+# cmd; ingress.sh, cni.sh, forwarded.sh). Sourced in the stock-kernel VM after vm/lib.sh; busybox sh.
 
 CMDS="" FAILED=""
 # cmd ARGS...: runs one configuration command and keeps its text for the JSON (CMDS); a failure
@@ -58,4 +58,11 @@ tcp_row() {
         rto_sender: $sd.TcpExtTCPTimeouts, tlp_sender: $sd.TcpExtTCPLossProbes,
         interval_mbps: [$iv[] | .bits_per_second / 1e4 | round / 100],
         stream_mbps: [$j.intervals[:-1][]?.streams | map(.bits_per_second / 1e4 | round / 100)] }'
+}
+
+# ping_summary FILE SENT: {"p50_ms", "p99_ms", "max_ms", "n", "lost"}, nearest rank.
+ping_summary() {
+  grep -o 'time=[0-9.]*' "$1" | cut -d= -f2 | jq -s -c --argjson sent "$2" 'sort as $v | length as $n
+    | def rank(p): if $n == 0 then null else $v[([((p * $n) | ceil), 1] | max) - 1] end;
+    {p50_ms: rank(0.5), p99_ms: rank(0.99), max_ms: $v[-1], n: $n, lost: ($sent - $n)}'
 }
