@@ -13,7 +13,8 @@
  * leaves at the latest of their departures. If any level's departure lies beyond that level's
  * horizon, the packet is dropped and charged nowhere. A sparse packet (sparse.h) may leave ahead
  * of its own class's backlog, never ahead of an ancestor's departure for it: ancestors have no
- * allowance, so each keeps its bound exactly.
+ * allowance, so each keeps its bound exactly. A class with a ceil is the exception (borrow.h):
+ * its sparse packets go on its guarantee, and a guarantee waits on no level above.
  *
  * Neighbour discovery (ARP; ICMPv6 router and neighbour discovery, types 133-137) must get
  * through however loaded the class is, or every flow to that neighbour stalls: fair shares and
@@ -279,12 +280,15 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 	    later_of(estimate, *(volatile __u64 *)&leaf->fair_held_ns) >
 		    pkt->now + SHAPER_SPARSE_MIN_BACKLOG_NS) {
 		flow = flow_slot(skb, pkt->view, class_id, pkt->now);
-		/* Only the leaf's own backlog may be jumped: behind an ancestor's there is no gain.
-		 * On the receive side a flow whose window the held ACKs set never is sparse
-		 * (ack_pace.h). */
-		if ((leaf->flags & SHAPER_CLASS_SPARSE) && leaf_departure == estimate &&
+		/* Only the leaf's own backlog may be jumped: behind an ancestor's there is no gain,
+		 * but for a class with a ceil, whose sparse packets go on its guarantee and wait on
+		 * no level above (below), lent or not: a lent ping waited for its parent, and each
+		 * next one found it still queued. On the receive side a flow whose window the held
+		 * ACKs set never is sparse (ack_pace.h). */
+		if ((leaf->flags & SHAPER_CLASS_SPARSE) &&
+		    (leaf_departure == estimate || (leaf->flags & SHAPER_CLASS_CEIL)) &&
 		    !(ingress && ack_pace_active(pkt->now) && ack_pace_sets_window(&pkt->view->fields)))
-			sparse_leave = sparse_departure(flow, leaf, cost_ns + 1, pkt->now, estimate);
+			sparse_leave = sparse_departure(flow, leaf, cost_ns + 1, pkt->now, leaf_departure);
 		if (!sparse_leave && flow && (leaf->flags & SHAPER_CLASS_FAIR) && !neighbour) {
 			enum congestion_verdict v = fair_decide(skb, flow, leaf, cost_ns,
 								estimate - pkt->now, pkt->now,

@@ -12,6 +12,7 @@
 
 #include "charge.h"
 #include "datapath_fixture.h"
+#include "packets.h"
 
 using namespace shaperctl;
 using namespace shaperctl::test;
@@ -122,6 +123,28 @@ TEST_F(Borrow, ALoanNeverLeavesTheClassBehindItsGuarantee)
     EXPECT_EQ(maps_->counters(1).borrowed_bytes, 0u);
     EXPECT_EQ(clock_of(10).lend_now >> SHAPER_LEND_PRIO_SHIFT, 1u) << "counted at prio 0";
     EXPECT_EQ(clock_of(10).lend_now & ((1ull << SHAPER_LEND_PRIO_SHIFT) - 1), 5'000u) << "its rate in kbit";
+}
+
+// A ping in a lent class: the parent's departure just past the class's own, so the ping is lent
+// (waiting that long costs less than its guarantee would). Sparse, it still leaves now, ahead of
+// both: it is charged at both levels like any packet. Taken for bulk, it would wait for the
+// parent, and every next ping of its flow behind it.
+TEST_F(Borrow, ASparsePacketOfALentClassLeavesAheadOfTheParent)
+{
+    add(10, 20'000'000, 0, 0);
+    add_class({.id = 1, .rate_bps = 5'000'000, .ceil_bps = 20'000'000, .parent = 10, .horizon_ns = 60 * kSec},
+              true, true);
+    const uint64_t own = backlog_class(1, 100 * kMs);
+    const uint64_t parent = backlog_class(10, 100 * kMs + 10'000);
+    auto frame = test::build_frame({.sport = 7});
+    __sk_buff ctx{};
+    ctx.wire_len = 100;
+    const Verdict v = run_ctx(ctx, frame.data(), uint32_t(frame.size()));
+    ASSERT_EQ(v.action, kPass);
+    EXPECT_LE(v.tstamp, v.after) << "sparse: ahead of its class's backlog and of the parent's";
+    EXPECT_EQ(maps_->counters(1).sparse, 1u);
+    EXPECT_GT(tat(1), own);
+    EXPECT_GT(tat(10), parent) << "the parent is charged all the same";
 }
 
 // A 64 KB GSO packet would take 105 ms of a 5 Mbit class's clock on its guarantee and 26 ms at
