@@ -32,14 +32,21 @@
  * A borrower's allotment is parent rate * (1 - taken) * its rate / the borrowers' rates, at
  * least its rate and at most its ceil: the spare split in proportion to the guarantees, as
  * HTB's quantum does by default. A borrower the last epoch did not count (the first to ask)
- * is alone: its allotment is the whole spare.
+ * is alone: its allotment is the whole spare. Water-filling: while no other sharer wants more
+ * than its rate (each child's use of the parent is averaged over ~160 ms; one whose average
+ * nears its rate wants more, as does one new to borrowing), a borrower may instead take what
+ * the others left last epoch, R * (1 - taken - their use), if more: a sibling writing bursts
+ * under its guarantee asks in each burst, and would otherwise hold the borrower to a share.
  *
  * Bounds, for a parent P of rate R whose children's rates sum to at most R:
  *  - A child sending at least its rate gets it: its clock advances at most at its rate per
  *    byte, and it waits on P only for what its own loans booked there.
  *  - Each class's ceil holds as a rate does (gcra.h): no packet is charged faster than it.
- *  - P's bound holds: borrowed packets wait on its clock, which every packet charges; packets
- *    sent on guarantees sum to R at most.
+ *  - P's bound: borrowed packets wait on its clock, which every packet charges; packets sent on
+ *    guarantees sum to R at most. A guarantee's packet leaves by its own clock, ahead of its
+ *    slot on P's when lent packets keep P ahead (their stamps cannot move), so over any
+ *    interval P releases at most R * T plus what guarantees sent ahead so: their rates times
+ *    P's lead, which the loan rule keeps within the borrowers' own backlogs.
  *  - A borrower reaches its allotment when a sibling goes idle within five epochs (the
  *    sibling's count ages out of the four; its clock stops charging P at once), and gives it
  *    back when the sibling returns within two (counted again); meanwhile P's clock arbitrates.
@@ -99,8 +106,19 @@ static __always_inline void lend_turn(struct shaper_class *p, __u64 now)
 	const __u64 used = tat > from ? tat - from : 0, others = used > lent + idle ? used - lent - idle : 0;
 	const __u64 span = now - start;
 	const __u64 taken = start ? (others << 16) / span : 0; /* the first epoch measures nothing */
+	const __u64 sharers = start ? (lent << 16) / span : 0;
 
 	p->lend_taken_fp = taken > LEND_ONE ? LEND_ONE : taken;
+	p->lend_sharers_fp = sharers > LEND_ONE ? LEND_ONE : sharers;
+	/* Of the last four epochs, the most that wanted more: one asks only in epochs it sends in. */
+	const __u32 wanting = __sync_lock_test_and_set(&p->lend_wanting_now, 0), w1 = p->lend_wanting_seen1,
+		    w2 = p->lend_wanting_seen2, w3 = p->lend_wanting_seen3, w12 = w1 > w2 ? w1 : w2;
+	const __u32 w123 = w12 > w3 ? w12 : w3;
+
+	p->lend_wanting_last = wanting > w123 ? wanting : w123;
+	p->lend_wanting_seen3 = w2;
+	p->lend_wanting_seen2 = w1;
+	p->lend_wanting_seen1 = wanting;
 	p->lend_epoch_tat_ns = tat > now ? tat : now;
 	/* The serial first: a CPU that reads the new one and counts before the swap below lands in
 	 * the epoch ending, which the next four turns still read; after it, in the new one. */
@@ -133,6 +151,42 @@ static __always_inline void lend_turn(struct shaper_class *p, __u64 now)
 	}
 }
 
+/* A sharing child's use of parent `p` since it was last counted becomes its last period's, as a
+ * share of the parent's rate, and moves its average (over SHAPER_LEND_USE_AVG_NS, by time); an
+ * average near its rate (three quarters of it) makes it one that wants more, counted at the
+ * parent. A class new to borrowing, or back after a pause of four times that, is presumed to
+ * want more until its use says otherwise. By the counting CPU, once per epoch. */
+static __always_inline void lend_roll_use(struct shaper_class *p, struct shaper_class *c, __u64 now)
+{
+	const __u64 used = __sync_lock_test_and_set(&c->lend_used_ns, 0), since = c->lend_used_since_ns;
+	const __u64 period = now - since;
+	/* Its rate as a share of the parent's: the ratio of their times per byte. */
+	const __u64 t_c = c->ns_per_byte_fp >> 16;
+	const __u64 rate = t_c ? (p->ns_per_byte_fp >> 16) * LEND_ONE / t_c : 0;
+	__u64 share = 0, avg = rate > LEND_ONE ? LEND_ONE : rate;
+
+	c->lend_used_since_ns = now;
+	if (since && now > since && period < 4 * SHAPER_LEND_USE_AVG_NS) {
+		const __u64 span = period < SHAPER_LEND_USE_AVG_NS ? period : SHAPER_LEND_USE_AVG_NS;
+
+		/* Capped below 2^47 ns, so that the shift cannot overflow. */
+		share = ((used < (1ull << 47) ? used : (1ull << 47)) << 16) / period;
+		share = share > LEND_ONE ? LEND_ONE : share;
+		avg = c->lend_use_avg_fp;
+		if (share > avg)
+			avg += (share - avg) * span / SHAPER_LEND_USE_AVG_NS;
+		else
+			avg -= (avg - share) * span / SHAPER_LEND_USE_AVG_NS;
+	}
+	c->lend_used_fp = share;
+	c->lend_use_avg_fp = avg;
+	const __u32 wanting = avg >= rate - rate / 4;
+
+	c->lend_wanting = wanting;
+	if (wanting)
+		__sync_fetch_and_add(&p->lend_wanting_now, 1);
+}
+
 /* Counts borrower `c` (a class that asked, lent or not) at its parent once per epoch, turning the
  * epoch first when due: its rate joins its prio's weight if no lower prio is counted, and
  * replaces a higher prio's. */
@@ -152,6 +206,7 @@ static __always_inline void lend_count(struct shaper_class *p, struct shaper_cla
 	/* Once: of CPUs sending the class at once, the one that moves the mark counts it. */
 	if (counted == serial || __sync_val_compare_and_swap(&c->lend_counted, counted, serial) != counted)
 		return;
+	lend_roll_use(p, c, now);
 	const __u64 prio = (__u64)(c->prio & 7) + 1, rate = c->rate_kbit ? c->rate_kbit : 1;
 
 	for (int i = 0; i < 4; i++) {
@@ -166,13 +221,16 @@ static __always_inline void lend_count(struct shaper_class *p, struct shaper_cla
 	}
 }
 
-/* The cost on the lender's clock of a packet of a class sharing the spare (lent or not: its
- * guarantee is part of what the sharers split), counted apart from what others take. */
-static __always_inline void lend_note(struct shaper_class *p, __u64 cost)
+/* The cost on the lender's clock of a packet of class `c` sharing the spare (lent or not: its
+ * guarantee is part of what the sharers split), counted apart from what others take, and as
+ * the class's own use. */
+static __always_inline void lend_note(struct shaper_class *p, struct shaper_class *c, __u64 cost)
 {
 	__u32 frac;
+	const __u64 t = shaper_cost_time(cost, p->ns_per_byte_fp, &frac);
 
-	__sync_fetch_and_add(&p->lend_lent_ns, shaper_cost_time(cost, p->ns_per_byte_fp, &frac));
+	__sync_fetch_and_add(&p->lend_lent_ns, t);
+	__sync_fetch_and_add(&c->lend_used_ns, t);
 }
 
 /* Whether class `c` shares the spare under `p`: no lower prio than its own was counted last. */
@@ -189,11 +247,11 @@ static __always_inline bool lend_shares(const struct shaper_class *c, const stru
  * as a time per byte: t_p * (weight / rate) / (1 - taken); never slower than its rate, never
  * faster than its ceil.
  */
-static __always_inline __u64 lend_allotment(const struct shaper_class *p, __u32 prio_c, __u32 rate_kbit,
-					    __u64 t_rate, __u64 t_ceil)
+static __always_inline __u64 lend_allotment(const struct shaper_class *p, const struct shaper_class *c)
 {
 	const __u64 last = *(volatile __u64 *)&p->lend_last, held = last >> SHAPER_LEND_PRIO_SHIFT;
-	const __u64 prio = (__u64)(prio_c & 7) + 1, rate = rate_kbit ? rate_kbit : 1;
+	const __u64 prio = (__u64)(c->prio & 7) + 1, rate = c->rate_kbit ? c->rate_kbit : 1;
+	const __u64 t_rate = c->ns_per_byte_fp, t_ceil = c->ceil_ns_per_byte_fp;
 
 	if (held && held < prio)
 		return t_rate; /* a lower prio takes the spare: the guarantee alone */
@@ -207,7 +265,17 @@ static __always_inline __u64 lend_allotment(const struct shaper_class *p, __u32 
 	if (spare == 0)
 		return t_rate;
 	/* t_p >> 16 times the ratio (2^16) is t_p * ratio; over spare (2^-16) is times 2^16. */
-	const __u64 scaled = (p->ns_per_byte_fp >> 16) * ratio / spare;
+	__u64 scaled = (p->ns_per_byte_fp >> 16) * ratio / spare;
+	/* What the other sharers left of the spare last epoch, if more and none of them wants more
+	 * than its rate: a sibling using less than its guarantee leaves the rest to the borrowers. */
+	const __u64 used = *(volatile __u32 *)&c->lend_used_fp, sharers = p->lend_sharers_fp;
+	const __u64 others = sharers > used ? sharers - used : 0;
+
+	if (others < spare && p->lend_wanting_last <= *(volatile __u32 *)&c->lend_wanting) {
+		const __u64 left = (p->ns_per_byte_fp >> 16) * LEND_ONE / (spare - others);
+
+		scaled = left < scaled ? left : scaled;
+	}
 
 	if (scaled >= t_rate >> 16)
 		return t_rate;
@@ -218,7 +286,7 @@ static __always_inline __u64 lend_allotment(const struct shaper_class *p, __u32 
 
 static __always_inline __u64 borrow_ns_per_byte(const struct shaper_class *c, const struct shaper_class *p)
 {
-	return lend_allotment(p, c->prio, c->rate_kbit, c->ns_per_byte_fp, c->ceil_ns_per_byte_fp);
+	return lend_allotment(p, c);
 }
 
 /* Pass 1's walk (edt.h), level by level from the leaf: which levels the packet waits on, which

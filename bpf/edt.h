@@ -185,7 +185,7 @@ __noinline int edt_charge_level(__u32 id, struct edt_charge *c)
 	c->parent = cls->parent_id;
 	c->refused = (c->waited & bit) && departure > gcra_horizon(cls, c->now, c->neighbour_mask);
 	if (parent && !c->refused && lend_shares(cls, parent))
-		lend_note(parent, shaper_packet_cost(c->wire_len, c->segs, parent->overhead, parent->mpu));
+		lend_note(parent, cls, shaper_packet_cost(c->wire_len, c->segs, parent->overhead, parent->mpu));
 	/* Borrowed: charged faster than its rate. A lent packet held to its rate (a lower prio takes
 	 * the spare) is on its guarantee. */
 	if (lender && !c->refused && per_byte < cls->ns_per_byte_fp) {

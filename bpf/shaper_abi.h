@@ -9,7 +9,7 @@
  *                       record of each class (rates as given); the datapath never reads it
  *   shaper_classes      ARRAY[max_classes]  struct shaper_class  mmapable: all a packet reads of
  *                       its class (the config it needs, derived from the record) and its clocks,
- *                       four cache lines: config, backlog state, clocks, lending.
+ *                       five cache lines: config, backlog state, clocks, lending, use.
  *                       The control plane writes the config part and moves clocks with atomics,
  *                       through the mapping
  *   shaper_class_stats  ARRAY[cpus * max_classes] struct shaper_class_stats  mmapable, datapath
@@ -46,7 +46,7 @@
 #include <linux/types.h>
 #endif
 
-#define SHAPER_ABI_VERSION 9
+#define SHAPER_ABI_VERSION 10
 
 /* Limits, enforced by the control plane before anything reaches a map. */
 #define SHAPER_DEFAULT_MAX_CLASSES 16384u   /* ids 1..max_classes-1 */
@@ -73,8 +73,7 @@
  * it is no monotonic pacing time (a forwarded packet's realtime receive stamp, ~1.7e18 ns). */
 #define SHAPER_FOREIGN_TSTAMP_MAX_NS (1ull << 40)
 
-/* The loader's l2_header_len (bpf/parse.h) for a device whose L2 header length it cannot name:
- * the datapath reads headers relative to the kernel's network header instead. */
+/* l2_header_len (bpf/parse.h) where the loader cannot name it: headers from the network header. */
 #define SHAPER_L2_AT_NETWORK_HEADER 0xffffffffu
 
 /* Fixed point of the per-byte clock advance: ns_per_byte_fp = 2^32 * 8e9 / rate_bps. */
@@ -122,6 +121,7 @@ enum shaper_mode {
 #define SHAPER_PRIO_MAX 7u              /* borrowers' priorities: 0 first, 7 last */
 #define SHAPER_LEND_EPOCH_NS 20000000ull /* a lender re-divides its spare this often (bpf/borrow.h) */
 #define SHAPER_LEND_PRIO_SHIFT 60        /* lend_now, lend_last: prio + 1 above, weight below; 0: none */
+#define SHAPER_LEND_USE_AVG_NS 160000000ull /* a borrower's use is averaged over about this */
 
 #define SHAPER_FLOW_BUCKETS (1u << 16)          /* flows remembered: two ways per bucket */
 #define SHAPER_SPARSE_MIN_BACKLOG_NS 1000000ull /* below 1 ms of backlog nobody needs to jump */
@@ -135,9 +135,8 @@ enum shaper_mode {
 #define SHAPER_ACK_WINDOW_SHARE 16u             /* held ACKs offer a flow's share of rtt + horizon / 16 */
 #define SHAPER_ACK_WINDOW_MIN_SEGS 2u           /* ...and never less than two of its segments */
 
-/* How far past a horizon neighbour discovery still passes, in bytes at the level's rate
- * (bpf/edt.h): one largest GSO packet, what the class's own traffic may overshoot, and as much
- * again. A power of two: the datapath shifts by it. */
+/* How far past a horizon neighbour discovery still passes, at the level's rate (bpf/edt.h): one
+ * largest GSO packet, what a class may overshoot, and as much again; the datapath shifts by it. */
 #define SHAPER_NEIGHBOUR_SLACK_LOG2 17
 #define SHAPER_NEIGHBOUR_SLACK_BYTES (1u << SHAPER_NEIGHBOUR_SLACK_LOG2) /* 128 KiB */
 
@@ -163,9 +162,7 @@ struct shaper_rule {
 	__u32 class_id;
 	__u32 fields;        /* SHAPER_RULE_F_* */
 	__u8 family;         /* 4 or 6 when SRC or DST is set, else 0 */
-	__u8 src_plen;
-	__u8 dst_plen;
-	__u8 proto;
+	__u8 src_plen, dst_plen, proto;
 	__u8 src[16];        /* network order; IPv4 in the first 4 bytes */
 	__u8 dst[16];
 	__u16 sport_lo, sport_hi, dport_lo, dport_hi;
@@ -180,23 +177,18 @@ struct shaper_rule {
 };
 
 struct shaper_rule_stats {
-	__u64 packets;
-	__u64 bytes;
+	__u64 packets, bytes;
 };
 
 /* A packet's fields, masked by one tuple, with the tuple's index: the rule index key. */
 struct shaper_rule_key {
 	__u8 tuple;          /* generation * SHAPER_MAX_TUPLES + index */
-	__u8 family;
-	__u8 proto;
-	__u8 dscp;
+	__u8 family, proto, dscp;
 	__u16 vlan;
 	__u16 sport_seg;
 	__u16 dport_seg;
 	__u16 has_ports;     /* packet keys only (the cache): 1 when sport_seg, dport_seg hold ports */
-	__u32 mark;
-	__u32 priority;
-	__u32 pad32;
+	__u32 mark, priority, pad32;
 	__u64 cgroup;
 	__u8 src[16];
 	__u8 dst[16];
@@ -213,10 +205,7 @@ struct shaper_classify_cache {
 };
 
 struct shaper_rule_match {
-	__u32 pref;
-	__u32 class_id;
-	__u32 slot;
-	__u32 pad;
+	__u32 pref, class_id, slot, pad;
 };
 
 /* One rule shape: which fields, prefix lengths, mark mask, cgroup level. `mask` is ANDed with a
@@ -264,13 +253,14 @@ struct shaper_class_aqm {
 
 /*
  * A class as the packet path sees it: one entry, so a class whose entry is out of the caches
- * costs its lines' misses at once, not one map after another. 256 bytes in a map whose values
- * start on a page: four whole cache lines, and classes never share one. Line 0 is the config
+ * costs its lines' misses at once, not one map after another. 320 bytes in a map whose values
+ * start on a page: five whole cache lines, and classes never share one. Line 0 is the config
  * every packet reads, line 1 what backlogged packets add (sparse flows, fair shares): both
  * change only with the config or once per fair-share epoch, so CPUs charging one class keep
  * them cached together. Line 2 holds the clocks, which every charge writes: apart, so that a
  * CPU taking a slice of the clock (bpf/slice.h) does not take the config's line from the others.
- * Line 3 is a lender's state, which changes once per lending epoch (bpf/borrow.h).
+ * Line 3 is a lender's state, which changes once per lending epoch (bpf/borrow.h); line 4 a
+ * sharing child's use of its lender, which each of its packets adds to.
  *
  * The config fields are the control plane's copy of shaper_class_config, written field by
  * field (flags last when a class appears, first when it goes). The clocks (GCRA's theoretical
@@ -304,8 +294,7 @@ struct shaper_class {
 	/* Line 2: the clocks. */
 	__u64 tat_ns __attribute__((aligned(64))); /* the class clock, monotonic ns */
 	__u64 sparse_tat_ns;  /* the sparse allowance's own clock (GCRA at the class rate) */
-	/* Borrowing's config, read by a borrowed packet beside the clock it charges; then a
-	 * lender's state that moves with its clock (in format 9's padding: zero there). */
+	/* Borrowing's config, beside the clock a lent packet charges; a lender's state moving with it. */
 	__u64 ceil_ns_per_byte_fp; /* as shaper_class_config; 0: no ceil */
 	__u32 rate_kbit, prio; /* its weight among borrowers (its rate), and its prio */
 	__u64 lend_seen1, lend_seen2, lend_seen3; /* lend_now of the 3 epochs before the last */
@@ -313,13 +302,22 @@ struct shaper_class {
 	/* Line 3: lending (bpf/borrow.h) as a parent; as a borrowing child, its last count there. */
 	__u64 lend_epoch_ns __attribute__((aligned(64))); /* when this lending epoch began */
 	__u64 lend_epoch_tat_ns; /* the clock then (or now, if it was behind) */
-	__u64 lend_taken_fp;  /* the share of the rate not left to borrowers, 2^-16 (0: all is spare) */
+	__u32 lend_taken_fp;  /* the share of the rate not left to borrowers, 2^-16 (0: all is spare) */
+	__u32 lend_sharers_fp; /* ...and the share the sharers' packets took last epoch, 2^-16 */
 	__u64 lend_now;       /* borrowers counted this epoch: (prio + 1) << 60 | their rates in kbit */
 	__u64 lend_last;      /* ...and in the last: the lowest prio's, the one that borrows */
 	__u64 lend_lent_ns;   /* clock time charged by the sharers' packets this epoch */
 	__u32 lend_serial;    /* epoch serial */
 	__u32 lend_counted;   /* as a child: the parent's epoch serial it was last counted in */
 	__u64 borrowing_until_ns; /* as a child: it borrows, backlogged or not, until then */
+	/* Line 4: as a child sharing the spare, its cost on the parent's clock since it was last
+	 * counted there; in the period before and on average, as shares of the parent's rate
+	 * (2^-16); 1 if that average neared its rate. As a lender, how many such this epoch, the
+	 * most of the last four, and the three before the last. */
+	__u64 lend_used_ns __attribute__((aligned(64)));
+	__u64 lend_used_since_ns;
+	__u32 lend_used_fp, lend_use_avg_fp, lend_wanting;
+	__u32 lend_wanting_now, lend_wanting_last, lend_wanting_seen1, lend_wanting_seen2, lend_wanting_seen3;
 } __attribute__((aligned(64)));
 
 /*

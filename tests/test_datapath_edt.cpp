@@ -254,14 +254,15 @@ TEST_F(Flows, ASparsePacketNeverLeavesBeforeItsParentAllows)
     EXPECT_LE(v.tstamp, v.after);
 }
 
-// A class's entry is four whole cache lines: 256 bytes in an mmapable array, whose values
+// A class's entry is five whole cache lines: 320 bytes in an mmapable array, whose values
 // start on a page (an ordinary array's start 56 bytes into a line). The config a packet reads
 // is on the first; the clocks, which every charge writes, are on a line of their own, so that
 // CPUs charging one class do not take the config's line from each other; a lender's state,
-// which changes once per lending epoch, on the last.
+// which changes once per lending epoch, on the fourth; a borrower's use, which its packets
+// add to, on the last.
 TEST_F(Datapath, ClassEntriesAreWholeCacheLines)
 {
-    EXPECT_EQ(sizeof(shaper_class), 256u);
+    EXPECT_EQ(sizeof(shaper_class), 320u);
     EXPECT_EQ(alignof(shaper_class), 64u);
     EXPECT_LT(offsetof(shaper_class, flags), 64u);
     EXPECT_LT(offsetof(shaper_class, aqm_interval_ns), 64u);
@@ -269,14 +270,15 @@ TEST_F(Datapath, ClassEntriesAreWholeCacheLines)
     EXPECT_EQ(offsetof(shaper_class, tat_ns), 128u);
     EXPECT_EQ(offsetof(shaper_class, sparse_tat_ns), 136u);
     EXPECT_EQ(offsetof(shaper_class, lend_epoch_ns), 192u);
+    EXPECT_EQ(offsetof(shaper_class, lend_used_ns), 256u);
     const int fd = program_->class_entries_fd();
     bpf_map_info info{};
     uint32_t len = sizeof info;
     ASSERT_EQ(bpf_obj_get_info_by_fd(fd, &info, &len), 0);
-    EXPECT_EQ(info.value_size, 256u);
+    EXPECT_EQ(info.value_size, 320u);
     EXPECT_TRUE(info.map_flags & BPF_F_MMAPABLE);
-    // Entry i is at i * 256 from the mapping's start, which is page-aligned in the kernel too.
-    const size_t bytes = size_t(info.max_entries) * 256;
+    // Entry i is at i * 320 from the mapping's start, which is page-aligned in the kernel too.
+    const size_t bytes = size_t(info.max_entries) * 320;
     void* map = mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd, 0);
     ASSERT_NE(map, MAP_FAILED) << strerror(errno);
     add_class({.id = 5, .rate_bps = 8'000'000});
