@@ -34,9 +34,11 @@
  * HTB's quantum does by default. A borrower the last epoch did not count (the first to ask)
  * is alone: its allotment is the whole spare. Water-filling: while no other sharer wants more
  * than its rate (each child's use of the parent is averaged over ~160 ms; one whose average
- * nears its rate wants more, as does one new to borrowing), a borrower may instead take what
- * the others left last epoch, R * (1 - taken - their use), if more: a sibling writing bursts
- * under its guarantee asks in each burst, and would otherwise hold the borrower to a share.
+ * nears its rate wants more, as does one new to borrowing), a borrower is allotted the whole
+ * spare, R * (1 - taken): a sibling writing bursts under its guarantee asks in each burst, and
+ * would otherwise hold the borrower to a share. The others' packets leave on their guarantees
+ * (a loan never leaves one behind them), and the borrower's wait on the parent's clock, which
+ * theirs charge as they come: what they take in an epoch, not what they took in the last.
  *
  * Bounds, for a parent P of rate R whose children's rates sum to at most R:
  *  - A child sending at least its rate gets it: its clock advances at most at its rate per
@@ -106,16 +108,14 @@ static __always_inline void lend_turn(struct shaper_class *p, __u64 now)
 	const __u64 used = tat > from ? tat - from : 0, others = used > lent + idle ? used - lent - idle : 0;
 	const __u64 span = now - start;
 	const __u64 taken = start ? (others << 16) / span : 0; /* the first epoch measures nothing */
-	const __u64 sharers = start ? (lent << 16) / span : 0;
 
 	p->lend_taken_fp = taken > LEND_ONE ? LEND_ONE : taken;
-	p->lend_sharers_fp = sharers > LEND_ONE ? LEND_ONE : sharers;
 	/* Of the last four epochs, the most that wanted more: one asks only in epochs it sends in. */
 	const __u32 wanting = __sync_lock_test_and_set(&p->lend_wanting_now, 0), w1 = p->lend_wanting_seen1,
 		    w2 = p->lend_wanting_seen2, w3 = p->lend_wanting_seen3, w12 = w1 > w2 ? w1 : w2;
-	const __u32 w123 = w12 > w3 ? w12 : w3;
+	const __u32 w123 = w12 > w3 ? w12 : w3, most = wanting > w123 ? wanting : w123;
 
-	p->lend_wanting_last = wanting > w123 ? wanting : w123;
+	p->lend_wanting_last = most > 0xffff ? 0xffff : most;
 	p->lend_wanting_seen3 = w2;
 	p->lend_wanting_seen2 = w1;
 	p->lend_wanting_seen1 = wanting;
@@ -151,8 +151,8 @@ static __always_inline void lend_turn(struct shaper_class *p, __u64 now)
 	}
 }
 
-/* A sharing child's use of parent `p` since it was last counted becomes its last period's, as a
- * share of the parent's rate, and moves its average (over SHAPER_LEND_USE_AVG_NS, by time); an
+/* A sharing child's use of parent `p` since it was last counted, as a share of the parent's rate
+ * over that period, moves its average (over SHAPER_LEND_USE_AVG_NS, by time); an
  * average near its rate (three quarters of it) makes it one that wants more, counted at the
  * parent. A class new to borrowing, or back after a pause of four times that, is presumed to
  * want more until its use says otherwise. By the counting CPU, once per epoch. */
@@ -163,14 +163,15 @@ static __always_inline void lend_roll_use(struct shaper_class *p, struct shaper_
 	/* Its rate as a share of the parent's: the ratio of their times per byte. */
 	const __u64 t_c = c->ns_per_byte_fp >> 16;
 	const __u64 rate = t_c ? (p->ns_per_byte_fp >> 16) * LEND_ONE / t_c : 0;
-	__u64 share = 0, avg = rate > LEND_ONE ? LEND_ONE : rate;
+	__u64 avg = rate > LEND_ONE ? LEND_ONE : rate;
 
 	c->lend_used_since_ns = now;
 	if (since && now > since && period < 4 * SHAPER_LEND_USE_AVG_NS) {
 		const __u64 span = period < SHAPER_LEND_USE_AVG_NS ? period : SHAPER_LEND_USE_AVG_NS;
 
 		/* Capped below 2^47 ns, so that the shift cannot overflow. */
-		share = ((used < (1ull << 47) ? used : (1ull << 47)) << 16) / period;
+		__u64 share = ((used < (1ull << 47) ? used : (1ull << 47)) << 16) / period;
+
 		share = share > LEND_ONE ? LEND_ONE : share;
 		avg = c->lend_use_avg_fp;
 		if (share > avg)
@@ -178,7 +179,6 @@ static __always_inline void lend_roll_use(struct shaper_class *p, struct shaper_
 		else
 			avg -= (avg - share) * span / SHAPER_LEND_USE_AVG_NS;
 	}
-	c->lend_used_fp = share;
 	c->lend_use_avg_fp = avg;
 	const __u32 wanting = avg >= rate - rate / 4;
 
@@ -262,20 +262,15 @@ static __always_inline __u64 lend_allotment(const struct shaper_class *p, const 
 
 	if (ratio > LEND_RATIO_MAX)
 		ratio = LEND_RATIO_MAX;
+	/* Water-filling: none of the other sharers wants more than its rate, so their packets leave
+	 * on their guarantees, and the borrower may have all the spare, waiting on the parent's
+	 * clock for what they send meanwhile. */
+	if (*(volatile __u16 *)&p->lend_wanting_last <= *(volatile __u8 *)&c->lend_wanting && ratio > LEND_ONE)
+		ratio = LEND_ONE;
 	if (spare == 0)
 		return t_rate;
 	/* t_p >> 16 times the ratio (2^16) is t_p * ratio; over spare (2^-16) is times 2^16. */
-	__u64 scaled = (p->ns_per_byte_fp >> 16) * ratio / spare;
-	/* What the other sharers left of the spare last epoch, if more and none of them wants more
-	 * than its rate: a sibling using less than its guarantee leaves the rest to the borrowers. */
-	const __u64 used = *(volatile __u32 *)&c->lend_used_fp, sharers = p->lend_sharers_fp;
-	const __u64 others = sharers > used ? sharers - used : 0;
-
-	if (others < spare && p->lend_wanting_last <= *(volatile __u32 *)&c->lend_wanting) {
-		const __u64 left = (p->ns_per_byte_fp >> 16) * LEND_ONE / (spare - others);
-
-		scaled = left < scaled ? left : scaled;
-	}
+	const __u64 scaled = (p->ns_per_byte_fp >> 16) * ratio / spare;
 
 	if (scaled >= t_rate >> 16)
 		return t_rate;

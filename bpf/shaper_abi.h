@@ -46,7 +46,7 @@
 #include <linux/types.h>
 #endif
 
-#define SHAPER_ABI_VERSION 10
+#define SHAPER_ABI_VERSION 11
 
 /* Limits, enforced by the control plane before anything reaches a map. */
 #define SHAPER_DEFAULT_MAX_CLASSES 16384u   /* ids 1..max_classes-1 */
@@ -303,7 +303,9 @@ struct shaper_class {
 	__u64 lend_epoch_ns __attribute__((aligned(64))); /* when this lending epoch began */
 	__u64 lend_epoch_tat_ns; /* the clock then (or now, if it was behind) */
 	__u32 lend_taken_fp;  /* the share of the rate not left to borrowers, 2^-16 (0: all is spare) */
-	__u32 lend_sharers_fp; /* ...and the share the sharers' packets took last epoch, 2^-16 */
+	__u16 lend_wanting_last; /* sharers that wanted more: the most of the last four epochs */
+	__u8 lend_wanting;    /* as a child: 1 if its average use (line 4) neared its rate */
+	__u8 lend_pad;
 	__u64 lend_now;       /* borrowers counted this epoch: (prio + 1) << 60 | their rates in kbit */
 	__u64 lend_last;      /* ...and in the last: the lowest prio's, the one that borrows */
 	__u64 lend_lent_ns;   /* clock time charged by the sharers' packets this epoch */
@@ -311,13 +313,12 @@ struct shaper_class {
 	__u32 lend_counted;   /* as a child: the parent's epoch serial it was last counted in */
 	__u64 borrowing_until_ns; /* as a child: it borrows, backlogged or not, until then */
 	/* Line 4: as a child sharing the spare, its cost on the parent's clock since it was last
-	 * counted there; in the period before and on average, as shares of the parent's rate
-	 * (2^-16); 1 if that average neared its rate. As a lender, how many such this epoch, the
-	 * most of the last four, and the three before the last. */
+	 * counted there, and its average use, as a share of the parent's rate (2^-16). As a lender,
+	 * how many children wanted more this epoch, and in the three before the last. */
 	__u64 lend_used_ns __attribute__((aligned(64)));
 	__u64 lend_used_since_ns;
-	__u32 lend_used_fp, lend_use_avg_fp, lend_wanting;
-	__u32 lend_wanting_now, lend_wanting_last, lend_wanting_seen1, lend_wanting_seen2, lend_wanting_seen3;
+	__u32 lend_use_avg_fp;
+	__u32 lend_wanting_now, lend_wanting_seen1, lend_wanting_seen2, lend_wanting_seen3;
 } __attribute__((aligned(64)));
 
 /*

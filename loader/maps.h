@@ -34,10 +34,9 @@ struct ClassClock {
     uint32_t lend_serial = 0, lend_counted = 0;
     uint64_t borrowing_until_ns = 0;
     uint64_t lend_seen1 = 0, lend_seen2 = 0, lend_seen3 = 0, lend_idle_ns = 0;
-    uint32_t lend_sharers_fp = 0;
     // As a sharing child, its use of the parent; as a lender, the sharers that want more.
     uint64_t lend_used_ns = 0, lend_used_since_ns = 0;
-    uint32_t lend_used_fp = 0, lend_use_avg_fp = 0, lend_wanting = 0, lend_wanting_now = 0, lend_wanting_last = 0,
+    uint32_t lend_use_avg_fp = 0, lend_wanting = 0, lend_wanting_now = 0, lend_wanting_last = 0,
              lend_wanting_seen1 = 0, lend_wanting_seen2 = 0, lend_wanting_seen3 = 0;
 };
 
