@@ -290,9 +290,9 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 		    !(ingress && ack_pace_active(pkt->now) && ack_pace_sets_window(&pkt->view->fields)))
 			sparse_leave = sparse_departure(flow, leaf, cost_ns + 1, pkt->now, leaf_departure);
 		if (!sparse_leave && flow && (leaf->flags & SHAPER_CLASS_FAIR) && !neighbour) {
-			enum congestion_verdict v = fair_decide(skb, flow, leaf, cost_ns,
-								estimate - pkt->now, pkt->now,
-								pkt->can_wait, pkt->sockless, leaf_stats);
+			const struct fair_packet fp = {.cost_ns = cost_ns, .delay = estimate - pkt->now, .now = pkt->now,
+						       .can_wait = pkt->can_wait, .sockless = pkt->sockless};
+			const int v = fair_verdict(skb, flow, class_id, &fp);
 
 			if (v == CONGESTION_DROP) {
 				stats_drop(leaf_stats, CAUSE_FAIR);

@@ -74,6 +74,8 @@
 
 #include "maps.h"
 #include "congestion.h"
+#include "gcra.h"
+#include "stats.h"
 
 /* Ends the epoch once it has run its length: the first packet to see that computes the share. */
 static __always_inline void fair_roll_epoch(struct shaper_class *cls, __u64 now)
@@ -214,6 +216,28 @@ static __always_inline enum congestion_verdict fair_decide(struct __sk_buff *skb
 		return CONGESTION_PASS;
 	flow->fair_acted_epoch = (__u16)epoch;
 	return congestion_signal(skb, cls, false);
+}
+
+/* What fair_decide weighs, besides the packet, its flow and its class. */
+struct fair_packet {
+	__u64 cost_ns;  /* the class time it is charged */
+	__u64 delay;    /* the class backlog it would wait behind */
+	__u64 now;
+	__u64 can_wait; /* a local socket sent it (edt.h's edt_packet) */
+	__u64 sockless; /* no socket of this host sent it */
+};
+
+/* fair_decide for a packet of class `class_id`, in a global function: the verifier checks its
+ * outcomes once, not each again through CoDel and the charging pass that follow it. */
+__noinline int fair_verdict(struct __sk_buff *skb, struct shaper_flow *flow, __u32 class_id,
+			    const struct fair_packet *p)
+{
+	struct shaper_class *cls = gcra_class(class_id);
+
+	if (!flow || !cls || !p)
+		return CONGESTION_PASS;
+	return fair_decide(skb, flow, cls, p->cost_ns, p->delay, p->now, p->can_wait, p->sockless,
+			   stats_of(class_id));
 }
 
 #endif /* SHAPER_FAIR_H */
