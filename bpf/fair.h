@@ -42,12 +42,14 @@
  *  - a queue no socket of this host holds (forwarded packets, a container's seen on the host
  *    side of its veth: packet_sockless in shaper.bpf.c) is bounded by its senders' losses and
  *    marks alone: past SHAPER_FAIR_EPOCH_NS (100 ms) of backlog, each flow above its share, a
- *    lone flow (no share) too, is signalled once per epoch, tolerance or not. An epoch is at
- *    least 100 ms and the backlog is part of every round trip, so a sender loses at most one
- *    packet per round trip, and its queue stays under TCP's least retransmission timeout
- *    (200 ms); before, a lone forwarded flow filled the class to its horizon (2 s) and lost a
- *    burst there, and eight shared 2 Mbit/s with 81 % of their segments sent again, the
- *    timeouts firing on data still queued (bench/results/forwarded.md).
+ *    lone flow (no share) too, is signalled once per epoch, tolerance or not; past 200 ms (TCP's
+ *    least retransmission timeout), once per 100 ms of the epoch, above its share pro rata
+ *    (what the last epoch's share allows by 100 ms from now). The backlog is part of every
+ *    round trip, so a sender loses at most one packet per round trip (past 200 ms, one per
+ *    100 ms of a round trip that long). Before, a lone forwarded flow filled the class to its
+ *    horizon (2 s) and lost a burst there; signalled once per epoch, eight flows into 2 Mbit/s
+ *    (an epoch of 0.78 s) stood 0.2-0.5 s deep and lost 8-27 % of the rate to timeouts firing
+ *    on data still queued (bench/results/forwarded.md).
  *
  * A flow at or below the share is never touched; a held flow sends at its share from the
  * packet past it on; other TCP flows above it back off until they are at it. A flood
@@ -182,8 +184,17 @@ static __always_inline enum congestion_verdict fair_decide(struct __sk_buff *skb
 	__u64 tolerance = cls->fair_tolerance_pm ? cls->fair_tolerance_pm : SHAPER_FAIR_TOLERANCE_DEFAULT_PM;
 
 	/* A queue no socket holds, past the shortest epoch (and two frames): its flows above their
-	 * share (a lone flow: all of it) are signalled once per epoch, whatever the tolerance. */
-	const bool standing = sockless && delay > SHAPER_FAIR_EPOCH_NS && delay > cls->aqm_floor_ns && charged > share;
+	 * share (a lone flow: all of it) are signalled once per epoch, whatever the tolerance. Past
+	 * TCP's least retransmission timeout (200 ms), once per 100 ms of the epoch, above their
+	 * share pro rata: what it allows by the end of the next 100 ms. */
+	const __u64 elapsed = now - *(volatile __u64 *)&cls->fair_epoch_ns; /* < 1 s, or a race */
+	const __u64 len = cls->fair_epoch_len_ns ? cls->fair_epoch_len_ns : SHAPER_FAIR_EPOCH_NS;
+	const __u64 ahead = elapsed + SHAPER_FAIR_EPOCH_NS;
+	const bool deep = delay > 2 * SHAPER_FAIR_EPOCH_NS;
+	/* charged > share * by / len, as products (charged < 2^32, len and the share under 2^30) */
+	const __u64 by = deep && ahead < len ? ahead : len;
+	const bool standing = sockless && delay > SHAPER_FAIR_EPOCH_NS && delay > cls->aqm_floor_ns &&
+			      charged * len > share * by;
 
 	if (!standing && (!share || delay <= cls->aqm_target_ns || delay <= cls->aqm_floor_ns || charged <= share))
 		return CONGESTION_PASS;
@@ -211,10 +222,15 @@ static __always_inline enum congestion_verdict fair_decide(struct __sk_buff *skb
 			flow->last_departure_ns = now + delay;
 		return CONGESTION_DROP;
 	}
+	/* Acted on: the epoch (12 bits) and its 100 ms slot; a deep standing queue's signal once a
+	 * slot, any other once an epoch. */
+	const __u16 now_acting = (__u16)(epoch << 4 | (elapsed / SHAPER_FAIR_EPOCH_NS & 15));
+	const __u16 mask = standing && deep ? 0xffff : 0xfff0;
+
 	if ((!standing && charged <= share + share * tolerance / 1000 + cls->sparse_allowance_ns / 2) ||
-	    flow->fair_acted_epoch == (__u16)epoch)
+	    ((flow->fair_acted_epoch ^ now_acting) & mask) == 0)
 		return CONGESTION_PASS;
-	flow->fair_acted_epoch = (__u16)epoch;
+	flow->fair_acted_epoch = now_acting;
 	return congestion_signal(skb, cls, false);
 }
 

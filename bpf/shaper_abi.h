@@ -330,7 +330,7 @@ struct shaper_flow {
 	__u64 last_departure_ns; /* when the flow's latest packet leaves */
 	__u32 fair_epoch;        /* the class epoch fair_charged_ns counts */
 	__u32 fair_charged_ns;   /* class time its packets asked for in it (dropped ones too) */
-	__u16 fair_acted_epoch;  /* the last epoch (low 16 bits) this flow was signalled for its share */
+	__u16 fair_acted_epoch;  /* when it was last signalled for its share: epoch << 4 | 100 ms slot */
 	__u16 fair_flood;        /* the last epoch it was past twice its share (fair.h's form) << 1
 				  * | 1 if it was past twice its share in the epoch before too */
 	__u32 fair_counted_epoch; /* the last epoch this way counted toward its class's flows */

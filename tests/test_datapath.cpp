@@ -630,7 +630,8 @@ TEST_F(Fair, ALoneLocalFlowIsNeverSignalledWhateverTheBacklog)
 // A queue no socket holds (forwarded packets; every packet here: every_packet_forwarded) is
 // bounded by its senders' losses and marks alone. Past 100 ms of backlog (the shortest epoch) a
 // flow above its share, a lone flow too, is signalled once per epoch, at most one per round
-// trip, where before only the horizon (here a minute) stopped it, with a burst of drops.
+// trip, where before only the horizon (here a minute) stopped it, with a burst of drops; past
+// 200 ms, once per 100 ms of the epoch.
 class FairForwarded : public Fair {
 protected:
     ProgramOptions program_options() const override { return {.every_packet_forwarded = true}; }
@@ -681,6 +682,46 @@ TEST_F(FairForwarded, AFlowWithinItsShareIsLeftAlonePastTheStandingBacklog)
         ASSERT_EQ(send_flow(1000, 2).ecn, 2) << "packet " << i << " is within the share";
     EXPECT_EQ(send_flow(1000, 2).ecn, 3) << "the 11th is above it, past 100 ms of backlog: CE";
     EXPECT_EQ(send_flow(2000, 2).ecn, 2) << "another flow within its share";
+}
+
+// An epoch of many flows or at a low rate lasts up to 1 s (sixteen frames a flow): signalled
+// once an epoch, eight forwarded flows into 2 Mbit/s stood 0.2-0.5 s deep, past TCP's least
+// retransmission timeout. Past 200 ms of backlog a flow is signalled once per 100 ms of the
+// epoch, above its share pro rata: what the last epoch's share allows by 100 ms from now.
+TEST_F(FairForwarded, PastTheLeastTimeoutAFlowIsSignalledOncePer100MsAboveItsShareProRata)
+{
+    add_fair_class(250 * kMs);
+    ClassClock clock = maps_->clock(1);
+    clock.fair_share_ns = 10 * kMs * (kLongEpoch / (100 * kMs));  // 10 ms by 100 ms into it
+    maps_->write_clock(1, clock);
+    // Packets of 1 ms each until one is marked: past 10 ms, and what the share allows by 100 ms
+    // past the packet's time, 0.1 ms more for each ms the run took (checked on the clock).
+    int sent = 0;
+    auto charge_at_mark = [&] {
+        for (int n = 1; n <= 400; n++)
+            if (++sent, send_flow(1000, 2).ecn == 3)
+                return sent;
+        return 0;
+    };
+    auto allowed_ms = [&](uint64_t slot_ms) {
+        return double(slot_ms + 100) / 10 + double(now_ns() - maps_->clock(1).fair_epoch_ns - slot_ms * kMs) / 1e7;
+    };
+    int at = charge_at_mark();
+    EXPECT_GE(at, 11) << "within the share pro rata until its 11th";
+    EXPECT_LE(at, allowed_ms(0) + 1) << "past 200 ms of backlog, above it: CE";
+    const uint64_t start = maps_->clock(1).fair_epoch_ns;
+    int more = 0;
+    for (int i = 0; i < 5; i++, sent++)  // at most one a 100 ms, however slow the run
+        more += send_flow(1000, 2).ecn == 3;
+    EXPECT_LE(uint64_t(more), (now_ns() - start) / (100 * kMs)) << "once per 100 ms";
+    clock = maps_->clock(1);
+    clock.fair_epoch_ns = now_ns() - 100 * kMs;  // the same epoch, 100 ms on: 20 ms pro rata
+    maps_->write_clock(1, clock);
+    at = charge_at_mark();
+    EXPECT_GE(at, 21) << "within the share pro rata until its 21st";
+    EXPECT_LE(at, allowed_ms(100) + 1) << "the epoch's next 100 ms: CE again";
+    EXPECT_EQ(maps_->clock(1).fair_epoch, 5u) << "in the same epoch";
+    EXPECT_EQ(maps_->counters(1).fair_marks, 2u + more);
 }
 
 // Fair shares for packets a local TCP socket sent (every packet here: every_packet_local): a
