@@ -292,7 +292,7 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 		if (!sparse_leave && flow && (leaf->flags & SHAPER_CLASS_FAIR) && !neighbour) {
 			const struct fair_packet fp = {.cost_ns = cost_ns, .delay = estimate - pkt->now, .now = pkt->now,
 						       .can_wait = pkt->can_wait, .sockless = pkt->sockless};
-			const int v = fair_verdict(skb, flow, class_id, &fp);
+			const int v = fair_verdict(skb, flow, leaf, leaf_stats, &fp);
 
 			if (v == CONGESTION_DROP) {
 				stats_drop(leaf_stats, CAUSE_FAIR);

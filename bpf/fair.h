@@ -76,8 +76,6 @@
 
 #include "maps.h"
 #include "congestion.h"
-#include "gcra.h"
-#include "stats.h"
 
 /* Ends the epoch once it has run its length: the first packet to see that computes the share. */
 static __always_inline void fair_roll_epoch(struct shaper_class *cls, __u64 now)
@@ -243,17 +241,15 @@ struct fair_packet {
 	__u64 sockless; /* no socket of this host sent it */
 };
 
-/* fair_decide for a packet of class `class_id`, in a global function: the verifier checks its
- * outcomes once, not each again through CoDel and the charging pass that follow it. */
-__noinline int fair_verdict(struct __sk_buff *skb, struct shaper_flow *flow, __u32 class_id,
-			    const struct fair_packet *p)
+/* fair_decide for a packet of class `cls` (its counters `st`, if any), in a global function: the
+ * verifier checks its outcomes once, not each again through CoDel and the charging pass that
+ * follow it. The caller's class and counters are passed, not looked up again. */
+__noinline int fair_verdict(struct __sk_buff *skb, struct shaper_flow *flow, struct shaper_class *cls,
+			    struct shaper_class_stats *st, const struct fair_packet *p)
 {
-	struct shaper_class *cls = gcra_class(class_id);
-
 	if (!flow || !cls || !p)
 		return CONGESTION_PASS;
-	return fair_decide(skb, flow, cls, p->cost_ns, p->delay, p->now, p->can_wait, p->sockless,
-			   stats_of(class_id));
+	return fair_decide(skb, flow, cls, p->cost_ns, p->delay, p->now, p->can_wait, p->sockless, st);
 }
 
 #endif /* SHAPER_FAIR_H */
