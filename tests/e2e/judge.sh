@@ -36,17 +36,18 @@ clock_start() {
 # clock_now_s SAMPLES: the seconds of the latest sample, from the first one.
 clock_now_s() { awk 'NR == 1 { t0 = $1 } END { printf "%.3f", ($1 - t0) / 1e9 }' "$1"; }
 
-# clock_judge SAMPLES RATE_BPS FROM_S TO_S TOL_PCT [ORIGIN_S [GSO_BYTES]]
+# clock_judge SAMPLES RATE_BPS FROM_S TO_S TOL_PCT [ORIGIN_S [GSO_BYTES [HELD_BYTES]]]
 # Judges the samples from FROM_S to TO_S (seconds from the first sample) at RATE_BPS, with the
 # never-faster bound counted from ORIGIN_S (default 0) and GSO_BYTES the largest packet the
-# sender builds (default 70000: a 64 KB GSO packet with its headers). The device's counters are turned into the
+# sender builds (default 70000: a 64 KB GSO packet with its headers); HELD_BYTES (default 0)
+# is what held flows may add to that bound (they leave up to 250 ms after their slots: fair.h). The device's counters are turned into the
 # class's charge for TCP with timestamps and --overhead 24: a packet of S segments (a GSO packet
 # is counted once, with one set of headers, as it leaves sch_fq) is 66 + 1448 S bytes on the
 # device and 1538 S charged. The mean over the judged windows may miss by one 64 KB GSO packet.
 # Prints "VERDICT|TEXT", VERDICT one of PASS FAIL UNJUDGED.
 clock_judge() {
   awk -v R="$2" -v from="$3" -v to="$4" -v tol="$5" -v origin="${6:-0}" \
-      -v gapmax=0.030 -v L=0.5 -v G="${7:-70000}" -v mode="${CLOCK_MODE:-judge}" '
+      -v gapmax=0.030 -v L=0.5 -v G="${7:-70000}" -v H="${8:-0}" -v mode="${CLOCK_MODE:-judge}" '
     { n++; t[n] = $1 / 1e9; tat[n] = $2 / 1e9; ch[n] = $3; dr[n] = $4; tx[n] = ($5 - 66 * $6) * 1538 / 1448 }
     END {
       if (n < 3) { print "UNJUDGED|no samples of the class clock"; exit }
@@ -55,7 +56,7 @@ clock_judge() {
       b0 = (tat[o] > t[o] ? tat[o] - t[o] : 0)
       worst = -1e18
       for (i = o; i <= n && t[i] - t0 <= to; i++) {
-        ex = tx[i] - tx[o] - (R / 8 * (t[i] - t[o] + b0) * 1.01 + G)
+        ex = tx[i] - tx[o] - (R / 8 * (t[i] - t[o] + b0) * 1.01 + G + H)
         if (ex > worst) { worst = ex; at = t[i] - t0 }
       }
       for (a = from; a + L <= to + 1e-9; a += L) {
