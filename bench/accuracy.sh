@@ -380,6 +380,7 @@ traffic() {
   fi
   if [ "$_kind" = bulk ] || [ "$_kind" = flood ]; then
     sleep $((${_skip%.*} + 1))
+    MIBS_MID=$(mibs s)
     TRAFFIC="${TRAFFIC}ip netns exec s ping -n -i 0.05 -c 120 10.9.0.2   ($((${_skip%.*} + 1)) s after the bulk flows start)"
     nsx s "$PING" -n -i 0.05 -c 120 -W 2 10.9.0.2 >"/tmp/$_name.ping" 2>&1
   fi
@@ -427,6 +428,7 @@ measure() {
   _t0=$(uptime_s)
   setup "$_sh" "$_rate"
   _m0=$(mibs s)
+  MIBS_MID=null
   traffic "$_name" "$_kind" "$_t" "$_skip" "$@"
   _m1=$(mibs s)
   _c=$(counters "$_sh")
@@ -460,7 +462,7 @@ measure() {
     --argjson jain "$_jain" --argjson ping "$_ping" --argjson c "$_c" \
     --arg cmds "$CMDS" --arg traffic "$TRAFFIC" --arg failed "$FAILED" --arg note "$NOTE" \
     --argjson secs "$(elapsed_since "$_t0")" --argjson skip "$_skip" --argjson t "$_t" \
-    --argjson split "$_split" --argjson m0 "$_m0" --argjson m1 "$_m1" \
+    --argjson split "$_split" --argjson m0 "$_m0" --argjson m1 "$_m1" --argjson mid "$MIBS_MID" \
     --slurpfile ip "/tmp/$_name.json" --slurpfile fl "/tmp/$_name.udp.json" '
     ($ip[0] // {}) as $j | ($fl[0] // {}) as $u
     | { scenario: $sc, shaper: $sh, shaper_key: $key, rate: $rate, rate_bps: $rbps,
@@ -473,6 +475,8 @@ measure() {
         retrans_pct: (($m1.TcpRetransSegs - $m0.TcpRetransSegs) * 100 / ([$m1.TcpOutSegs - $m0.TcpOutSegs, 1] | max)),
         timeouts: (($m1.TcpExtTCPTimeouts // 0) - ($m0.TcpExtTCPTimeouts // 0)),
         loss_probes: (($m1.TcpExtTCPLossProbes // 0) - ($m0.TcpExtTCPLossProbes // 0)),
+        tcp_counters: ($m1 | with_entries(.value -= ($m0[.key] // 0))),
+        tcp_counters_first: (if $mid == null then null else $mid | with_entries(.value -= ($m0[.key] // 0)) end),
         udp: (first(($j, $u) | select(.end.sum.lost_packets != null)
                     | {packets: .end.sum.packets, lost: .end.sum.lost_packets}) // null),
         split: (if $split == null then null

@@ -15,7 +15,8 @@ cmd() {
 }
 
 # mibs NS: the TCP and IP counters these benches read in namespace NS ("" for the current one),
-# as a JSON object named as by nstat (TcpRetransSegs, TcpExtTCPDeliveredCE, IpExtInCEPkts, ...).
+# as a JSON object named as by nstat (TcpRetransSegs, TcpExtTCPDeliveredCE, IpExtInCEPkts, ...):
+# those the rows report, and what tells a retransmission's cause (timeouts, probes, undos).
 mibs() {
   if [ -n "$1" ]; then nsx "$1" cat /proc/net/snmp /proc/net/netstat; else cat /proc/net/snmp /proc/net/netstat; fi |
     awk '
@@ -23,7 +24,8 @@ mibs() {
       if (!(p in seen)) { seen[p] = 1; for (i = 2; i <= NF; i++) name[p, i] = $i; next }
       for (i = 2; i <= NF; i++) {
         k = p name[p, i]
-        if (k ~ /^(TcpRetransSegs|TcpOutSegs|TcpExtTCPDeliveredCE|IpExtInCEPkts|IpExtInECT0Pkts|IpExtInNoECTPkts|TcpExtTCPTimeouts|TcpExtTCPLossProbes)$/)
+        if (k ~ /^(TcpRetransSegs|TcpOutSegs|TcpExtTCPDeliveredCE|IpExtInCEPkts|IpExtInECT0Pkts|IpExtInNoECTPkts|TcpExtTCPTimeouts|TcpExtTCPLossProbes)$/ ||
+            k ~ /^TcpExtTCP(SpuriousRtxHostQueues|SpuriousRTOs|LossProbeRecovery|LostRetransmit|RetransFail|SlowStartRetrans|FastRetrans|LossUndo|FullUndo|PartialUndo|DSACKRecv|DSACKUndo|LossFailures)$/)
           out = out sprintf("%s\"%s\": %s", (out == "" ? "" : ", "), k, $i)
       } }
     END { print "{" out "}" }'
