@@ -104,6 +104,8 @@ if [ -z "${SHAPERCTL_VM:-}" ]; then
           error_pct: "(measured / expected - 1) x 100, against the wire-accurate expectation",
           ping: "iputils ping -i 0.05 -c 120 from s while the bulk flows run, from skip_seconds + 1 s after they start; p50/p99 nearest rank over the replies",
           jain: "Jain index (sum x)^2 / (n sum x^2) over the TCP flows bytes in the measured intervals (the UDP flood left out)",
+          flow_bytes: "the bytes of each TCP flow in the measured intervals, what jain is computed from: which flows lagged",
+          tcp_counters: "the TCP counters of the sender over the row (tcp_counters_first: over its first skip_seconds + 1 s): timeouts, spurious ones, retransmissions deferred while the original was still queued in the host, undos, loss probes",
           drops: "shaperctl: class drops (horizon + AQM + fair share) + sch_fq drops; tc shapers: the largest drop count of any qdisc in the tree (the root counts its children enqueue drops, fq_codel counts its own)",
           marks: "shaperctl: CE marks by CoDel + by fair shares; tc shapers: fq_codel CE marks"
         },
@@ -416,7 +418,7 @@ goodput() {
 # (KIND: see traffic; for flood EXPECTED is computed from the measured mix). NOTE goes along.
 measure() {
   local _sc=$1 _sh=$2 _rate=$3 _kind=$4 _t=$5 _skip=$6 _exp=$7 _own=$8 _name _t0 _good _c _err \
-    _jain=null _ping=null _label _mean _split=null _m0 _m1
+    _jain=null _flows=null _ping=null _label _mean _split=null _m0 _m1
   shift 8
   _name="$_sc-$_sh"
   case "$_sh" in
@@ -450,16 +452,18 @@ measure() {
     echo '{}' >"/tmp/$_name.udp.json"
   fi
   if [ "$_kind" = bulk ] || [ "$_kind" = flood ] && [ -z "$_err" ]; then
-    _jain=$(jq --argjson skip "$_skip" '[.intervals[:-1][] | select(.sum.start >= $skip - 0.001)
-      | [.streams[].bytes]] | transpose | map(add) | (add * add) / (length * (map(. * .) | add))' \
-      "/tmp/$_name.json" 2>/dev/null) || _jain=null
+    _flows=$(jq -c --argjson skip "$_skip" '[.intervals[:-1][] | select(.sum.start >= $skip - 0.001)
+      | [.streams[].bytes]] | transpose | map(add)' "/tmp/$_name.json" 2>/dev/null) || _flows=null
+    [ -n "$_flows" ] || _flows=null
+    _jain=$(echo "$_flows" | jq 'if . == null then null else (add * add) / (length * (map(. * .) | add)) end' \
+      2>/dev/null) || _jain=null
     [ -n "$_jain" ] || _jain=null
     _ping=$(ping_json "/tmp/$_name.ping")
   fi
   jq -n -c --arg sc "$_sc" --arg sh "$_label" --arg key "$_sh" --arg rate "$_rate" \
     --argjson rbps "$(rate_bps "$_rate")" \
     --argjson exp "$_exp" --argjson own "$_own" --argjson good "$_good" --argjson mean "$_mean" \
-    --argjson jain "$_jain" --argjson ping "$_ping" --argjson c "$_c" \
+    --argjson jain "$_jain" --argjson flows "$_flows" --argjson ping "$_ping" --argjson c "$_c" \
     --arg cmds "$CMDS" --arg traffic "$TRAFFIC" --arg failed "$FAILED" --arg note "$NOTE" \
     --argjson secs "$(elapsed_since "$_t0")" --argjson skip "$_skip" --argjson t "$_t" \
     --argjson split "$_split" --argjson m0 "$_m0" --argjson m1 "$_m1" --argjson mid "$MIBS_MID" \
@@ -470,7 +474,7 @@ measure() {
         largest_interval_bytes: ([$j.intervals[:-1][]?.sum | select(.start >= $skip - 0.001) | .bytes] | max),
         error_pct: (if $exp == null or $good == null then null else ($good / $exp - 1) * 100 end),
         error_own_pct: (if $own == null or $good == null then null else ($good / $own - 1) * 100 end),
-        ping: $ping, jain: $jain, drops: $c.drops, marks: $c.marks, counters: $c.detail,
+        ping: $ping, jain: $jain, flow_bytes: $flows, drops: $c.drops, marks: $c.marks, counters: $c.detail,
         retransmits: ($m1.TcpRetransSegs - $m0.TcpRetransSegs), segments_out: ($m1.TcpOutSegs - $m0.TcpOutSegs),
         retrans_pct: (($m1.TcpRetransSegs - $m0.TcpRetransSegs) * 100 / ([$m1.TcpOutSegs - $m0.TcpOutSegs, 1] | max)),
         timeouts: (($m1.TcpExtTCPTimeouts // 0) - ($m0.TcpExtTCPTimeouts // 0)),
