@@ -40,10 +40,10 @@ clock_now_s() { awk 'NR == 1 { t0 = $1 } END { printf "%.3f", ($1 - t0) / 1e9 }'
 # Judges the samples from FROM_S to TO_S (seconds from the first sample) at RATE_BPS, with the
 # never-faster bound counted from ORIGIN_S (default 0) and GSO_BYTES the largest packet the
 # sender builds (default 70000: a 64 KB GSO packet with its headers); HELD_BYTES (default 0)
-# is what held flows may add to that bound (they leave up to 250 ms after their slots: fair.h). The device's counters are turned into the
-# class's charge for TCP with timestamps and --overhead 24: a packet of S segments (a GSO packet
-# is counted once, with one set of headers, as it leaves sch_fq) is 66 + 1448 S bytes on the
-# device and 1538 S charged. The mean over the judged windows may miss by one 64 KB GSO packet.
+# is what held flows may add to that bound (they leave up to 250 ms after their slots: fair.h).
+# The device's counters are turned into the class's charge for TCP with timestamps and
+# --overhead 24: a packet of S segments (a GSO packet is counted once, with one set of headers,
+# as it leaves sch_fq) is 66 + 1448 S bytes on the device and 1538 S charged. The mean over the judged windows may miss by one 64 KB GSO packet.
 # Prints "VERDICT|TEXT", VERDICT one of PASS FAIL UNJUDGED.
 clock_judge() {
   awk -v R="$2" -v from="$3" -v to="$4" -v tol="$5" -v origin="${6:-0}" \
