@@ -36,6 +36,10 @@ check() {  # check DESCRIPTION COMMAND...: runs it, says ok or FAIL
 HEAD
     cat "$script"
   } > "$tmp/check/check.sh"
+  # The containers bind the host's /sys/fs/bpf. A Debian host booted by systemd has bpffs
+  # mounted there; a machine that was not (a CI container) may not have it until a shaperctl
+  # attach mounts it, and the units, sandboxed, cannot mount it themselves: mount it as boot would.
+  [ "$(stat -f -c %T /sys/fs/bpf 2>/dev/null)" = bpf_fs ] || mount -t bpf bpf /sys/fs/bpf
   # nspawn's own seccomp filter refuses bpf() program loads: off, the units' filters apply.
   SYSTEMD_SECCOMP=0 timeout 600 systemd-nspawn -D / "$@" --register=no --keep-unit -M "shaperctl-check-$$" \
     --capability=all --bind-ro="$tmp/check":/check --bind="$tmp/out":/out \

@@ -60,6 +60,7 @@ mkdir -p /etc/shaperctl
 printf '%s\n' '{"version": 1, "devices": [{"device": "sh0", "mode": "police", "classes": [{"id": 1, "rate": "10mbit"}], "default_class": 1}]}' > /etc/shaperctl/config.json
 check "shaperctl.service starts once the file exists (apply)" systemctl start shaperctl.service
 check "... the class is there" sh -c "shaperctl status --dev sh0 --sample 0 | grep -q '^1 .*10mbit'"
+systemctl is-failed -q shaperctl.service && journalctl -u shaperctl --no-pager | tail -5 | sed 's/^/journal: /'
 check "dpkg --purge shaperctl" dpkg --purge shaperctl
 check "... stopped the units: the device detached" sh -c '! tc filter show dev sh0 egress | grep -q bpf && ! systemctl is-active -q shaperctl-exporter.service'
 ip link del sh0
