@@ -12,8 +12,8 @@
 #                                     (stress-ng --cpu 1), as a loaded CI machine would
 #   scripts/test.sh [--busy] ARGS...  one ctest of build/ with ARGS, e.g. -R Datapath, -LE vm
 #
-# Two tests at a time (ctest -j2): two guests side by side, each on a core; then the fuzz and
-# sanitizer builds; then vm_e2e beside the host tests and the fuzzers.
+# Two tests at a time (ctest -j2): two guests side by side, each on a core; then the sanitizer
+# build; then vm_e2e beside the host tests, the fuzz build and the fuzzers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "$(id -u)" -ne 0 ]; then
@@ -59,21 +59,28 @@ if [ $# -gt 0 ]; then
 fi
 stage "guests and the package (ctest -L 'vm|release' but vm_e2e)"
 ctest --test-dir build -j2 -L 'vm|release' -E '^vm_e2e$' --output-on-failure --timeout 900
-# The fuzz and sanitizer builds alone, with the whole machine. Fuzzers: a clang + libFuzzer
-# build of fuzz/ alone. Sanitizers: everything built with -fsanitize=address,undefined.
-stage "fuzz and sanitizer builds (build-fuzz/, build-asan/)"
-bash scripts/fuzz.sh --build-only
+# The sanitizer build alone, with the whole machine: everything built with
+# -fsanitize=address,undefined.
+stage "sanitizer build (build-asan/)"
 bash scripts/sanitize.sh --build-only
 # vm_e2e (about one core) beside the host tests under the sanitizers (ctest -LE vm of
-# build-asan/; any sanitizer report fails the run) and then the fuzzers (12 s each from their
-# corpus), about one core. vm_e2e's rate cases are judged from the datapath's own samples
-# (tests/e2e/judge.sh), which a busy host cannot fake.
-stage "vm_e2e beside the host tests (ASan + UBSan), then the fuzzers"
+# build-asan/; any sanitizer report fails the run), which leave part of the other core idle:
+# the fuzz build (clang + libFuzzer, fuzz/ alone) takes that part at nice 19, yielding to both,
+# and the fuzzers (12 s each from their corpus) follow the host tests. vm_e2e's rate cases are
+# judged from the datapath's own samples (tests/e2e/judge.sh), which a busy host cannot fake.
+stage "vm_e2e beside the host tests (ASan + UBSan), the fuzz build, then the fuzzers"
 ctest --test-dir build -R '^vm_e2e$' --output-on-failure --timeout 900 >build/vm-e2e.log 2>&1 &
 e2e=$!
+nice -n 19 bash scripts/fuzz.sh --build-only >build/fuzz-build.log 2>&1 &
+fuzz_build=$!
 rc=0
 bash scripts/sanitize.sh || rc=$?
-ctest --test-dir build-fuzz --output-on-failure || rc=1
+if wait "$fuzz_build"; then
+  ctest --test-dir build-fuzz --output-on-failure || rc=1
+else
+  cat build/fuzz-build.log
+  rc=1
+fi
 wait "$e2e" || rc=1
 cat build/vm-e2e.log
 [ $rc = 0 ] || exit $rc
