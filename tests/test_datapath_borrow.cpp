@@ -148,7 +148,7 @@ TEST_F(Borrow, ASparsePacketOfALentClassLeavesAheadOfTheParent)
     add_class({.id = 1, .rate_bps = 5'000'000, .ceil_bps = 20'000'000, .parent = 10, .horizon_ns = 60 * kSec},
               true, true);
     const uint64_t own = backlog_class(1, 100 * kMs);
-    const uint64_t parent = backlog_class(10, 100 * kMs + 10'000);
+    const uint64_t parent = set_tat(10, own + 10'000);
     auto frame = test::build_frame({.sport = 7});
     __sk_buff ctx{};
     ctx.wire_len = 100;
@@ -172,7 +172,7 @@ TEST_F(Borrow, ALargePacketWaitsForTheParentWhileThatCostsLessThanItsGuarantee)
         add(10, 20'000'000, 0, 0);
         add(1, 5'000'000, 20'000'000);
         const uint64_t own = backlog_class(1, 1 * kSec);
-        const uint64_t parent = backlog_class(10, 1 * kSec + wait);
+        const uint64_t parent = set_tat(10, own + wait);
         const uint64_t before = tat(1), borrowed = maps_->counters(1).borrowed_bytes;
 
         const Verdict v = send(1, kSegs);
