@@ -66,15 +66,23 @@ bash scripts/sanitize.sh --build-only
 # vm_e2e (about one core) beside the host tests under the sanitizers (ctest -LE vm of
 # build-asan/; any sanitizer report fails the run), which leave part of the other core idle:
 # the fuzz build (clang + libFuzzer, fuzz/ alone) takes that part at nice 19, yielding to both,
-# and the fuzzers (12 s each from their corpus) follow the host tests. vm_e2e's rate cases are
-# judged from the datapath's own samples (tests/e2e/judge.sh), which a busy host cannot fake.
+# and at nice 0 once the host tests are done (on a busy host nice 19 gets nothing); the fuzzers
+# (12 s each from their corpus) follow. vm_e2e's rate cases are judged from the datapath's own
+# samples (tests/e2e/judge.sh), which a busy host cannot fake.
 stage "vm_e2e beside the host tests (ASan + UBSan), the fuzz build, then the fuzzers"
 ctest --test-dir build -R '^vm_e2e$' --output-on-failure --timeout 900 >build/vm-e2e.log 2>&1 &
 e2e=$!
 nice -n 19 bash scripts/fuzz.sh --build-only >build/fuzz-build.log 2>&1 &
 fuzz_build=$!
+# renice_tree PID: PID and its descendants back to nice 0 (new compiles inherit make's).
+renice_tree() {
+  local child
+  for child in $(pgrep -P "$1"); do renice_tree "$child"; done
+  renice -n 0 -p "$1" >/dev/null 2>&1 || true
+}
 rc=0
 bash scripts/sanitize.sh || rc=$?
+renice_tree "$fuzz_build"
 if wait "$fuzz_build"; then
   ctest --test-dir build-fuzz --output-on-failure || rc=1
 else
