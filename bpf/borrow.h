@@ -52,6 +52,12 @@
  *  - A borrower reaches its allotment when a sibling goes idle within five epochs (the
  *    sibling's count ages out of the four; its clock stops charging P at once), and gives it
  *    back when the sibling returns within two (counted again); meanwhile P's clock arbitrates.
+ *    Packets stamped before leave at the pace they were stamped at (sch_fq holds them by their
+ *    stamps), so a class with a ceil queues what local TCP sockets send on its device, which
+ *    they keep when refused, within BORROW_QUEUE_NS of now or one packet's cost: beyond, the
+ *    packet is refused (a horizon drop; TCP sends it again and shrinks its window, as for a
+ *    mark). Departures follow a decision within that much more; without the bound, eight flows
+ *    at TCP small queues' two packets each stood 200 ms deep at a 5 Mbit guarantee.
  * Children whose rates sum above R (apply warns) are each still served at their rate: P is then
  * exceeded by that excess while all of them send, as HTB's parent is.
  *
@@ -68,6 +74,7 @@
 #define LEND_ONE (1ull << 16)               /* taken_fp of the whole rate */
 #define LEND_WEIGHT_MASK ((1ull << SHAPER_LEND_PRIO_SHIFT) - 1)
 #define LEND_RATIO_MAX (1ull << 25)         /* borrowers' rates over one's, 2^-16, at most 512 */
+#define BORROW_QUEUE_NS (2 * SHAPER_LEND_EPOCH_NS) /* what a class with a ceil queues of what sockets keep */
 
 /* Of two epochs' counts, the one that borrows: the lower prio, or at one prio the more weight. */
 static __always_inline __u64 lend_best(__u64 a, __u64 b)

@@ -33,7 +33,7 @@ enum congestion_cause {
 	CAUSE_FAIR,
 };
 
-/* `can_wait` non-zero: a local socket's packet (shaper.bpf.c's packet_may_wait). */
+/* `can_wait` non-zero: a local socket's packet (shaper.bpf.c's packet_refusal). */
 static __always_inline enum congestion_verdict congestion_signal(struct __sk_buff *skb,
 								 const struct shaper_class *cls,
 								 __u64 can_wait)

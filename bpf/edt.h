@@ -57,6 +57,8 @@ struct edt_packet {
 	__u64 can_wait;
 	/* Non-zero: no socket of this host sent it (forwarded): its queue is bounded (fair.h). */
 	__u64 sockless;
+	/* Non-zero: a local TCP socket on this device sent it, which keeps it if refused (borrow.h). */
+	__u64 kept;
 };
 
 /* The later of two times (below 2^63), without a branch: each would be one more state for the
@@ -299,6 +301,19 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 				return EDT_DROP;
 			}
 			marks |= (__u32)(v == CONGESTION_MARKED) << CAUSE_FAIR;
+		}
+	}
+
+	/* A class with a ceil queues what its sockets keep within a bound, or one packet at its
+	 * rate (borrow.h): its packets' stamps cannot move when its allotment does. */
+	if (!sparse_leave && pkt->kept && (leaf->flags & SHAPER_CLASS_CEIL) && !neighbour) {
+		__u32 frac;
+		const __u64 at_rate = shaper_cost_time(edt_level_cost(pkt, leaf), leaf->ns_per_byte_fp, &frac);
+
+		if (estimate - pkt->now > later_of(BORROW_QUEUE_NS, at_rate)) {
+			if (leaf_stats)
+				leaf_stats->drops_horizon++;
+			return EDT_DROP;
 		}
 	}
 

@@ -16,7 +16,7 @@
  *  - each flow adds up the class time it is charged in the current epoch; past the last
  *    epoch's share it is above it;
  *  - a flow whose drop would be a loss and which can wait (a local TCP socket's sent through
- *    another device, a bridge: packet_may_wait in shaper.bpf.c) is held to its share, and
+ *    another device, a bridge: packet_refusal in shaper.bpf.c) is held to its share, and
  *    nothing is lost: each packet leaves no earlier than the flow's own clock, which starts where
  *    the class clock stood when the epoch began and runs at the flows' count times what the
  *    flow was charged before the packet (its share of the class rate), never before its class

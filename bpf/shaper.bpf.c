@@ -150,6 +150,7 @@ __noinline int note_delay(__u32 class_id, __u64 delay_ns)
  * socket of protocol 0, and these tests need packets a local socket sent, or none. */
 const volatile bool every_packet_local = false;
 const volatile bool every_packet_forwarded = false;
+const volatile bool every_packet_kept = false; /* taken for a local TCP socket's on its device */
 
 /* 1 for a packet no socket of this host holds on the send side: forwarded, a container's seen
  * on the host side of its veth (its socket's hold ends there), a bridged frame. Nothing but its
@@ -163,26 +164,32 @@ __noinline int packet_sockless(struct __sk_buff *skb)
 	return !every_packet_local && !skb->sk;
 }
 
-/* 1 for a packet that must be held rather than dropped: on a send side in edt mode (only sch_fq
- * holds a packet), of a local TCP socket, which waits for it to leave (TCP small queues): from
- * SYN-SENT to LAST-ACK, not a listener's answer, a request socket's or a time-wait one, which no
- * send buffer holds; and only when the socket's route leaves through another device (a bridge,
- * as for a container's download from its host). On the socket's own device a drop is no loss:
- * the hook refuses the packet to dev_queue_xmit, TCP keeps it, sends it again and shrinks its
- * window as for an ECN mark, so fair shares' drops stay the signal they are (fairer than holds:
- * bench/results/egress-debian-ecn.md). Through a bridge the bridge's transmit has succeeded, and
- * a drop is a loss the sender must detect and retransmit. Forwarded packets have no socket, nor
- * do a container's seen on the host side of its veth; UDP is left out (a flood held at its share
- * by its send buffer made the TCP flows beside it unfair). A global function, so that the
- * verifier checks the rest of the program once for its answer, not once per way of reaching it. */
-__noinline int packet_may_wait(struct __sk_buff *skb, __u32 mode)
+/* What refusing a packet would do to its sender, on a send side in edt mode (only sch_fq holds
+ * a packet), for a local TCP socket's packet from SYN-SENT to LAST-ACK (not a listener's
+ * answer, a request socket's or a time-wait one, which no send buffer holds):
+ *  - PACKET_MAY_WAIT when the socket's route leaves through another device (a bridge, as for a
+ *    container's download from its host): the bridge's transmit has succeeded, and a drop is a
+ *    loss the sender must detect and retransmit, so the packet is held rather than dropped;
+ *  - PACKET_KEPT on the socket's own device: the hook refuses the packet to dev_queue_xmit, TCP
+ *    keeps it, sends it again and shrinks its window as for an ECN mark, so fair shares' drops
+ *    stay the signal they are (fairer than holds: bench/results/egress-debian-ecn.md);
+ *  - 0 otherwise: forwarded packets have no socket, nor do a container's seen on the host side
+ *    of its veth; UDP is left out (a flood held at its share by its send buffer made the TCP
+ *    flows beside it unfair, and a refused datagram is lost).
+ * A global function, so that the verifier checks the rest of the program once for its answer,
+ * not once per way of reaching it. */
+#define PACKET_MAY_WAIT 1
+#define PACKET_KEPT 2
+__noinline int packet_refusal(struct __sk_buff *skb, __u32 mode)
 {
 	struct bpf_sock *sk = skb->sk;
 
 	if (ingress || mode != SHAPER_MODE_EDT)
 		return 0;
 	if (every_packet_local)
-		return 1;
+		return PACKET_MAY_WAIT;
+	if (every_packet_kept)
+		return PACKET_KEPT;
 	if (!sk)
 		return 0;
 	sk = bpf_sk_fullsock(sk); /* none for request and time-wait sockets */
@@ -196,7 +203,9 @@ __noinline int packet_may_wait(struct __sk_buff *skb, __u32 mode)
 	struct dst_entry *dst = tp->inet_conn.icsk_inet.sk.sk_dst_cache;
 	struct net_device *dev = dst ? dst->dev : 0;
 
-	return dev && dev->ifindex != skb->ifindex;
+	if (!dev)
+		return 0;
+	return dev->ifindex != skb->ifindex ? PACKET_MAY_WAIT : PACKET_KEPT;
 }
 
 SEC("tc")
@@ -247,7 +256,10 @@ int shaper(struct __sk_buff *skb)
 		class_id = settings->default_class;
 
 	pkt.aqm = edt || ingress; /* ingress: the backlog is virtual, its verdicts are not */
-	pkt.can_wait = packet_may_wait(skb, settings->mode);
+	const __u32 refusal = packet_refusal(skb, settings->mode);
+
+	pkt.can_wait = refusal & PACKET_MAY_WAIT;
+	pkt.kept = refusal & PACKET_KEPT;
 	pkt.sockless = packet_sockless(skb);
 	switch (class_id ? edt_schedule(skb, class_id, &pkt, &departure) : EDT_UNSHAPED) {
 	case EDT_DROP:

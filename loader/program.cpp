@@ -127,6 +127,7 @@ Program Program::load(const ProgramOptions& options)
     skel->rodata->ingress = options.ingress;
     skel->rodata->every_packet_local = options.every_packet_local;
     skel->rodata->every_packet_forwarded = options.every_packet_forwarded;
+    skel->rodata->every_packet_kept = options.every_packet_kept;
     // Probe, don't assume: bpf_skb_set_tstamp arrived in 5.18.
     skel->rodata->have_set_tstamp =
         libbpf_probe_bpf_helper(BPF_PROG_TYPE_SCHED_CLS, BPF_FUNC_skb_set_tstamp, nullptr) == 1;

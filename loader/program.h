@@ -26,6 +26,7 @@ struct ProgramOptions {
     // than drop (BPF_PROG_TEST_RUN's packets have no such socket).
     bool every_packet_local = false;
     bool every_packet_forwarded = false;  // Tests: every packet taken for one no socket sent
+    bool every_packet_kept = false;  // Tests: every packet taken for a local TCP socket's on its device
 };
 
 class Program {

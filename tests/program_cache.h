@@ -55,11 +55,11 @@ inline void clear_map(int fd)
 inline Program& fresh_program(const ProgramOptions& options)
 {
     EXPECT_EQ(options.pin_dir, "") << "a pinned program is the test's own to load";
-    using Key = std::tuple<std::string, uint32_t, uint32_t, bool, std::string, int, bool, bool>;
+    using Key = std::tuple<std::string, uint32_t, uint32_t, bool, std::string, int, bool, bool, bool>;
     static std::map<Key, std::unique_ptr<Program>> loaded;
     const Key key{options.pin_dir, options.max_classes, options.l2_header_len, options.ingress,
                   options.ack_pace_pin, options.ack_pace_fd, options.every_packet_local,
-                  options.every_packet_forwarded};
+                  options.every_packet_forwarded, options.every_packet_kept};
     auto& program = loaded[key];
     if (!program)
         program = std::make_unique<Program>(Program::load(options));
