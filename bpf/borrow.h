@@ -13,16 +13,13 @@
  * without a ceil is a cap at its rate and waits on every level above, as always.
  *
  * Allotments are set per lending epoch (SHAPER_LEND_EPOCH_NS) by the parent, from two figures:
- *  - who borrowed in the last four epochs: each borrowing child adds its rate to the parent's
- *    count once per epoch (an atomic on the parent's lending line, not per packet); only the
- *    lowest prio counted keeps its weight: it is offered the spare, higher prios keep their
- *    rate. Of the last four epochs' counts the lowest prio's, and at that prio the largest,
- *    stands: a backlogged class asks only when it sends, and one TCP flow on a path of tiny RTT
- *    sends 64 KB GSO packets (TCP's autosizing), 35 ms apart at 15 Mbit, missing every second
- *    epoch, where the sibling would be lent the whole spare. The largest sum is not the union:
- *    of two borrowers asking in alternate epochs only the larger's weight counts, and their
- *    allotments over-promise the spare, which P's clock then arbitrates. Epochs nobody asked
- *    in (a turn comes with a borrower's packet) age the counts as the others do;
+ *  - who borrowed in the last epoch: each borrowing child adds its rate to the parent's count
+ *    for every epoch its backlog spans (its clock ahead of now), once per epoch (an atomic on
+ *    the parent's lending line, not per packet; up to three epochs ahead); only the lowest prio
+ *    counted keeps its weight: it is offered the spare, higher prios keep their rate. A
+ *    backlogged class asks only when it sends, 35 ms apart for one TCP flow's 64 KB GSO
+ *    packets at 15 Mbit: its backlog keeps it counted between them, and a class whose queue
+ *    has gone stops counting when the epoch it emptied in ends;
  *  - how much of the parent the others take: the share `taken` of the epoch that the parent's
  *    clock advanced for packets of classes not sharing the spare (without a backlog, without
  *    a ceil, or of a prio above the one borrowing); the sharers' packets, lent or on their
@@ -49,9 +46,10 @@
  *    slot on P's when lent packets keep P ahead (their stamps cannot move), so over any
  *    interval P releases at most R * T plus what guarantees sent ahead so: their rates times
  *    P's lead, which the loan rule keeps within the borrowers' own backlogs.
- *  - A borrower reaches its allotment when a sibling goes idle within five epochs (the
- *    sibling's count ages out of the four; its clock stops charging P at once), and gives it
- *    back when the sibling returns within two (counted again); meanwhile P's clock arbitrates.
+ *  - A borrower reaches its allotment within two epochs of a sibling's queue emptying (the
+ *    epoch it emptied in ends, the next turn no longer counts it; its clock stops charging P
+ *    at once), and gives it back when the sibling returns within two (counted again);
+ *    meanwhile P's clock arbitrates.
  *    Packets stamped before leave at the pace they were stamped at (sch_fq holds them by their
  *    stamps), so a class with a ceil queues what local TCP sockets send on its device, which
  *    they keep when refused, within BORROW_QUEUE_NS of now or one packet's cost: beyond, the
@@ -72,29 +70,65 @@
 #include "gcra.h"
 
 #define LEND_ONE (1ull << 16)               /* taken_fp of the whole rate */
-#define LEND_WEIGHT_MASK ((1ull << SHAPER_LEND_PRIO_SHIFT) - 1)
+#define LEND_WEIGHT_MASK ((1ull << SHAPER_LEND_PRIO_SHIFT) - 1) /* of lend_last */
 #define LEND_RATIO_MAX (1ull << 25)         /* borrowers' rates over one's, 2^-16, at most 512 */
 #define BORROW_QUEUE_NS (2 * SHAPER_LEND_EPOCH_NS) /* what a class with a ceil queues of what sockets keep */
+/* An epoch's count (lend_count0-3, by serial mod 4): prio + 1 above SHAPER_LEND_PRIO_SHIFT, the
+ * epoch's serial (its low 20 bits) above LEND_TAG_SHIFT, how many of its borrowers want more
+ * (0, 1, 2: two or more) above LEND_WANT_SHIFT, their rates in kbit below (2^38 kbit at most).
+ * A count of another serial is four epochs old, or more, and counts nothing. */
+#define LEND_TAG_SHIFT 40
+#define LEND_TAG_MASK ((1ull << (SHAPER_LEND_PRIO_SHIFT - LEND_TAG_SHIFT)) - 1)
+#define LEND_WANT_SHIFT 38
+#define LEND_RATES_MASK ((1ull << LEND_WANT_SHIFT) - 1)
 
-/* Of two epochs' counts, the one that borrows: the lower prio, or at one prio the more weight. */
-static __always_inline __u64 lend_best(__u64 a, __u64 b)
+static __always_inline __u64 *lend_count_of(struct shaper_class *p, __u32 serial)
 {
-	const __u64 pa = a >> SHAPER_LEND_PRIO_SHIFT, pb = b >> SHAPER_LEND_PRIO_SHIFT;
+	const __u32 i = serial & 3;
 
-	if (!pa || (pb && (pb < pa || (pb == pa && b > a))))
-		return b;
-	return a;
+	return i == 0 ? &p->lend_count0 : i == 1 ? &p->lend_count1 : i == 2 ? &p->lend_count2 : &p->lend_count3;
 }
 
-/* A lender's clock jumped `skipped` ns to now: time nobody took, which `taken` must not count.
- * All of it, though the part before the epoch's start lies outside the advance measured: that
- * errs toward a larger spare, which the parent's clock caps, where the exact figure made a lone
- * borrower's allotment its exact share, with nothing to make up what its TCP flow left unused
- * (measured: prio 0 sinking from 13.8 to 7.9 Mbit/s of its 15 over 2 s). */
+/* Epoch `serial`'s count with its tag, or 0 if its slot holds another serial's. */
+static __always_inline __u64 lend_counted_in(struct shaper_class *p, __u32 serial)
+{
+	const __u64 v = *(volatile __u64 *)lend_count_of(p, serial);
+
+	return ((v >> LEND_TAG_SHIFT) & LEND_TAG_MASK) == (serial & LEND_TAG_MASK) ? v : 0;
+}
+
+/* Adds a borrower to epoch `serial`: `add` (prio + 1 above SHAPER_LEND_PRIO_SHIFT, 1 above
+ * LEND_WANT_SHIFT if it wants more, its rate below) joins the epoch's count at its prio,
+ * replaces a higher prio's, or starts a slot of an older serial afresh. An atomic loop: CPUs
+ * count at once. */
+static __always_inline void lend_slot_add(struct shaper_class *p, __u32 serial, __u64 add)
+{
+	const __u64 prio = add >> SHAPER_LEND_PRIO_SHIFT, tag = (__u64)(serial & LEND_TAG_MASK) << LEND_TAG_SHIFT;
+	__u64 *slot = lend_count_of(p, serial);
+
+	for (int i = 0; i < 4; i++) {
+		const __u64 old = *(volatile __u64 *)slot, held = old >> SHAPER_LEND_PRIO_SHIFT;
+		const bool same = (old & (LEND_TAG_MASK << LEND_TAG_SHIFT)) == tag;
+		const __u64 want = (old >> LEND_WANT_SHIFT & 3) < 2 ? add & (1ull << LEND_WANT_SHIFT) : 0;
+
+		if (same && held && held < prio)
+			return;
+		const __u64 next = same && held == prio ? old + want + (add & LEND_RATES_MASK) : tag | add;
+
+		if (__sync_val_compare_and_swap(slot, old, next) == old)
+			return;
+	}
+}
+
+/* A lender's clock jumped `skipped` ns (if any) to now: time nobody took, which `taken` must not
+ * count. All of it, though the part before the epoch's start lies outside the advance measured:
+ * that errs toward a larger spare, which the parent's clock caps, where the exact figure made a
+ * lone borrower's allotment its exact share, with nothing to make up what its TCP flow left
+ * unused (measured: prio 0 sinking from 13.8 to 7.9 Mbit/s of its 15 over 2 s). */
 static __always_inline void lend_idle(struct shaper_class *p, __u64 skipped)
 {
 	/* A parent idle for an hour adds two epochs: enough to free the next allotment. */
-	if (p->lend_now | p->lend_seen1 | p->lend_seen2 | p->lend_seen3)
+	if (skipped && (p->lend_last | lend_counted_in(p, *(volatile __u32 *)&p->lend_serial)))
 		__sync_fetch_and_add(&p->lend_idle_ns, skipped < 2 * SHAPER_LEND_EPOCH_NS ? skipped : 2 * SHAPER_LEND_EPOCH_NS);
 }
 
@@ -117,45 +151,18 @@ static __always_inline void lend_turn(struct shaper_class *p, __u64 now)
 	const __u64 taken = start ? (others << 16) / span : 0; /* the first epoch measures nothing */
 
 	p->lend_taken_fp = taken > LEND_ONE ? LEND_ONE : taken;
-	/* Of the last four epochs, the most that wanted more: one asks only in epochs it sends in. */
-	const __u32 wanting = __sync_lock_test_and_set(&p->lend_wanting_now, 0), w1 = p->lend_wanting_seen1,
-		    w2 = p->lend_wanting_seen2, w3 = p->lend_wanting_seen3, w12 = w1 > w2 ? w1 : w2;
-	const __u32 w123 = w12 > w3 ? w12 : w3, most = wanting > w123 ? wanting : w123;
-
-	p->lend_wanting_last = most > 0xffff ? 0xffff : most;
-	p->lend_wanting_seen3 = w2;
-	p->lend_wanting_seen2 = w1;
-	p->lend_wanting_seen1 = wanting;
 	p->lend_epoch_tat_ns = tat > now ? tat : now;
-	/* The serial first: a CPU that reads the new one and counts before the swap below lands in
-	 * the epoch ending, which the next four turns still read; after it, in the new one. */
-	__sync_fetch_and_add(&p->lend_serial, 1);
-	const __u64 counted = __sync_lock_test_and_set(&p->lend_now, 0);
-
-	/* Epochs nobody asked in age the counts too: every count in `counted` was made in the
-	 * epoch's first SHAPER_LEND_EPOCH_NS (a later one would have turned it first), and
-	 * `missed` epochs without a count followed. Of those, the last four make lend_last. */
+	/* The epochs that end: this one and `missed` more nobody turned (every count was made in
+	 * this one's first SHAPER_LEND_EPOCH_NS: a later one would have turned it first). Each
+	 * borrower was counted through its backlog, in this one and up to three after it: the last
+	 * that ended stands. The serial first: a CPU that reads the old one and counts after the
+	 * reading below is missed by this turn, not counted twice. */
 	const __u64 missed = span / SHAPER_LEND_EPOCH_NS - 1;
-	const __u64 s1 = p->lend_seen1, s2 = p->lend_seen2, s3 = p->lend_seen3;
+	const __u32 ended = __sync_fetch_and_add(&p->lend_serial, missed < 4 ? missed + 1 : 5) + missed;
+	const __u64 last = missed < 4 ? lend_counted_in(p, ended) : 0;
 
-	if (missed == 0) {
-		p->lend_last = lend_best(lend_best(counted, s1), lend_best(s2, s3));
-		p->lend_seen3 = s2;
-		p->lend_seen2 = s1;
-		p->lend_seen1 = counted;
-	} else if (missed == 1) {
-		p->lend_last = lend_best(lend_best(counted, s1), s2);
-		p->lend_seen3 = s1;
-		p->lend_seen2 = counted;
-		p->lend_seen1 = 0;
-	} else if (missed == 2) {
-		p->lend_last = lend_best(counted, s1);
-		p->lend_seen3 = counted;
-		p->lend_seen2 = p->lend_seen1 = 0;
-	} else {
-		p->lend_last = missed == 3 ? counted : 0;
-		p->lend_seen3 = p->lend_seen2 = p->lend_seen1 = 0;
-	}
+	p->lend_last = last >> SHAPER_LEND_PRIO_SHIFT << SHAPER_LEND_PRIO_SHIFT | (last & LEND_RATES_MASK);
+	p->lend_wanting_last = last >> LEND_WANT_SHIFT & 3;
 }
 
 /* A sharing child's use of parent `p` since it was last counted, as a share of the parent's rate
@@ -163,7 +170,7 @@ static __always_inline void lend_turn(struct shaper_class *p, __u64 now)
  * average near its rate (three quarters of it) makes it one that wants more, counted at the
  * parent. A class new to borrowing, or back after a pause of four times that, is presumed to
  * want more until its use says otherwise. By the counting CPU, once per epoch. */
-static __always_inline void lend_roll_use(struct shaper_class *p, struct shaper_class *c, __u64 now)
+static __always_inline __u32 lend_roll_use(struct shaper_class *p, struct shaper_class *c, __u64 now)
 {
 	const __u64 used = __sync_lock_test_and_set(&c->lend_used_ns, 0), since = c->lend_used_since_ns;
 	const __u64 period = now - since;
@@ -190,17 +197,21 @@ static __always_inline void lend_roll_use(struct shaper_class *p, struct shaper_
 	const __u32 wanting = avg >= rate - rate / 4;
 
 	c->lend_wanting = wanting;
-	if (wanting)
-		__sync_fetch_and_add(&p->lend_wanting_now, 1);
+	return wanting;
 }
 
-/* Counts borrower `c` (a class that asked, lent or not) at its parent once per epoch, turning the
- * epoch first when due: its rate joins its prio's weight if no lower prio is counted, and
- * replaces a higher prio's. */
-static __always_inline void lend_count(struct shaper_class *p, struct shaper_class *c, __u64 now)
+/* Counts borrower `c` (a class that asked, lent or not) at its parent, charged, its clock at
+ * `through`: in every epoch its backlog spans, this one and up to three after it, once (the
+ * epochs it was counted through already are skipped). A backlogged class asks only when it
+ * sends, and one TCP flow on a path of tiny RTT sends 64 KB GSO packets (TCP's autosizing), 35
+ * ms apart at 15 Mbit; counted through its backlog it is counted in every epoch between them,
+ * and no longer once its queue has gone. Its rate joins its prio's weight there if no lower
+ * prio is counted, and replaces a higher prio's. */
+static __always_inline void lend_count(struct shaper_class *p, struct shaper_class *c, __u64 now,
+					__u64 through)
 {
-	lend_turn(p, now);
 	const __u32 serial = *(volatile __u32 *)&p->lend_serial;
+	const __u64 start = *(volatile __u64 *)&p->lend_epoch_ns;
 
 	/* A borrower stays one for two epochs, backlogged or not: a class just able to keep up
 	 * with its allotment would otherwise flip to its guarantee and go uncounted. Written at
@@ -208,24 +219,37 @@ static __always_inline void lend_count(struct shaper_class *p, struct shaper_cla
 	if (now + SHAPER_LEND_EPOCH_NS > c->borrowing_until_ns)
 		c->borrowing_until_ns = now + 2 * SHAPER_LEND_EPOCH_NS;
 
-	const __u32 counted = *(volatile __u32 *)&c->lend_counted;
+	const __u64 ahead = through > start ? (through - start) / SHAPER_LEND_EPOCH_NS : 0;
+	const __u32 last = ahead < 3 ? ahead : 3, mark = *(volatile __u32 *)&c->lend_counted;
+	/* The mark: the serial of the last epoch it was counted in; one more than three ahead is
+	 * from long ago (the serial wrapped). */
+	const __s32 counted = (__s32)(mark - serial);
+	const __u32 first = counted >= 0 && counted <= 3 ? counted + 1 : 0;
 
 	/* Once: of CPUs sending the class at once, the one that moves the mark counts it. */
-	if (counted == serial || __sync_val_compare_and_swap(&c->lend_counted, counted, serial) != counted)
+	if (first > last || __sync_val_compare_and_swap(&c->lend_counted, mark, serial + last) != mark)
 		return;
-	lend_roll_use(p, c, now);
+	const __u64 wanting = lend_roll_use(p, c, now);
 	const __u64 prio = (__u64)(c->prio & 7) + 1, rate = c->rate_kbit ? c->rate_kbit : 1;
+	const __u64 add = prio << SHAPER_LEND_PRIO_SHIFT | wanting << LEND_WANT_SHIFT | rate;
 
-	for (int i = 0; i < 4; i++) {
-		const __u64 old = *(volatile __u64 *)&p->lend_now, held = old >> SHAPER_LEND_PRIO_SHIFT;
+#pragma clang loop unroll(disable)
+	for (__u32 i = first; i <= last && i < 4; i++)
+		lend_slot_add(p, serial + i, add);
+}
 
-		if (held && held < prio)
-			return;
-		const __u64 next = held == prio ? old + rate : prio << SHAPER_LEND_PRIO_SHIFT | rate;
+/* Counts class `id` at its parent if it `asked`, through its clock as charged; a global function
+ * that the class walk calls between its levels: inlined in a level's, its atomic loops took the
+ * stack past the verifier's 512 bytes. */
+__noinline int lend_count_class(__u32 id, __u32 asked, __u64 now)
+{
+	struct shaper_class *c = asked ? gcra_class(id) : NULL;
+	struct shaper_class *p = c ? gcra_class(c->parent_id) : NULL;
 
-		if (__sync_val_compare_and_swap(&p->lend_now, old, next) == old)
-			return;
-	}
+	if (!c || !p)
+		return 0;
+	lend_count(p, c, now, *(volatile __u64 *)&c->tat_ns);
+	return 1;
 }
 
 /* The cost on the lender's clock of a packet of class `c` sharing the spare (lent or not: its

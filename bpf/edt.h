@@ -164,13 +164,13 @@ __noinline int edt_charge_level(__u32 id, struct edt_charge *c)
 		return 0;
 	const __u8 bit = 1u << (c->level++ & 7);
 	const __u64 cost = shaper_packet_cost(c->wire_len, c->segs, cls->overhead, cls->mpu);
-	/* A class that asked to borrow is counted at its parent; lent to, it is charged at its
-	 * allotment there (borrow.h), else at its rate. */
+	/* A class that asked to borrow is counted at its parent once charged (lend_count_class);
+	 * lent to, it is charged at its allotment there (borrow.h), else at its rate. */
 	struct shaper_class *parent = c->asked & bit ? gcra_class(cls->parent_id) : NULL;
 	struct shaper_class *lender = c->borrowed & bit ? parent : NULL;
 
 	if (parent)
-		lend_count(parent, cls, c->now);
+		lend_turn(parent, c->now);
 	const __u64 per_byte = lender ? borrow_ns_per_byte(cls, lender) : cls->ns_per_byte_fp;
 	__u32 frac;
 	const __u64 whole = shaper_cost_time(cost, per_byte, &frac);
@@ -178,8 +178,7 @@ __noinline int edt_charge_level(__u32 id, struct edt_charge *c)
 	__u64 skipped;
 	const __u64 tat = slice_charge(cls, st, c->now, charge, whole + (frac != 0), &skipped);
 
-	if (skipped)
-		lend_idle(cls, skipped);
+	lend_idle(cls, skipped);
 	const __u64 departure = gcra_departure(tat, cls->burst_ns, c->now);
 
 	stats_add(st, c->segs, cost);
@@ -349,6 +348,7 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 	for (int i = 0; i < SHAPER_MAX_DEPTH; i++) {
 		if (!edt_charge_level(id, &level))
 			break;
+		lend_count_class(id, asked >> i & 1, pkt->now); /* a global function: its own stack */
 		/* Without branches, so that they add no verifier paths: */
 		charged = charged << 1 | 1;
 		rounded_up |= level.rounded_up << i;

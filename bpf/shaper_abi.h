@@ -120,7 +120,7 @@ enum shaper_mode {
 #define SHAPER_CLASS_CEIL (1u << 5)   /* a guaranteed rate that borrows up to a ceiling (bpf/borrow.h) */
 #define SHAPER_PRIO_MAX 7u              /* borrowers' priorities: 0 first, 7 last */
 #define SHAPER_LEND_EPOCH_NS 20000000ull /* a lender re-divides its spare this often (bpf/borrow.h) */
-#define SHAPER_LEND_PRIO_SHIFT 60        /* lend_now, lend_last: prio + 1 above, weight below; 0: none */
+#define SHAPER_LEND_PRIO_SHIFT 60        /* lend_last: prio + 1 above, weight below; 0: none */
 #define SHAPER_LEND_USE_AVG_NS 160000000ull /* a borrower's use is averaged over about this */
 
 #define SHAPER_FLOW_BUCKETS (1u << 16)          /* flows remembered: two ways per bucket */
@@ -297,28 +297,26 @@ struct shaper_class {
 	/* Borrowing's config, beside the clock a lent packet charges; a lender's state moving with it. */
 	__u64 ceil_ns_per_byte_fp; /* as shaper_class_config; 0: no ceil */
 	__u32 rate_kbit, prio; /* its weight among borrowers (its rate), and its prio */
-	__u64 lend_seen1, lend_seen2, lend_seen3; /* lend_now of the 3 epochs before the last */
+	__u64 lend_count1, lend_count2, lend_count3; /* as lend_count0 */
 	__u64 lend_idle_ns;   /* how far its clock jumped to now this epoch (idle) */
 	/* Line 3: lending (bpf/borrow.h) as a parent; as a borrowing child, its last count there. */
 	__u64 lend_epoch_ns __attribute__((aligned(64))); /* when this lending epoch began */
 	__u64 lend_epoch_tat_ns; /* the clock then (or now, if it was behind) */
 	__u32 lend_taken_fp;  /* the share of the rate not left to borrowers, 2^-16 (0: all is spare) */
-	__u16 lend_wanting_last; /* sharers that wanted more: the most of the last four epochs */
+	__u16 lend_wanting_last; /* sharers that wanted more in the last epoch: 0, 1, 2 (or more) */
 	__u8 lend_wanting;    /* as a child: 1 if its average use (line 4) neared its rate */
 	__u8 lend_pad;
-	__u64 lend_now;       /* borrowers counted this epoch: (prio + 1) << 60 | their rates in kbit */
-	__u64 lend_last;      /* ...and in the last: the lowest prio's, the one that borrows */
+	__u64 lend_count0;    /* borrowers counted in an epoch of serial 0 mod 4 (bpf/borrow.h) */
+	__u64 lend_last;      /* the last epoch's, untagged: the lowest prio's, the one that borrows */
 	__u64 lend_lent_ns;   /* clock time charged by the sharers' packets this epoch */
 	__u32 lend_serial;    /* epoch serial */
-	__u32 lend_counted;   /* as a child: the parent's epoch serial it was last counted in */
+	__u32 lend_counted;   /* as a child: the parent's epoch serial it is counted through */
 	__u64 borrowing_until_ns; /* as a child: it borrows, backlogged or not, until then */
 	/* Line 4: as a child sharing the spare, its cost on the parent's clock since it was last
-	 * counted there, and its average use, as a share of the parent's rate (2^-16). As a lender,
-	 * how many children wanted more this epoch, and in the three before the last. */
+	 * counted there, and its average use, as a share of the parent's rate (2^-16). */
 	__u64 lend_used_ns __attribute__((aligned(64)));
 	__u64 lend_used_since_ns;
 	__u32 lend_use_avg_fp;
-	__u32 lend_wanting_now, lend_wanting_seen1, lend_wanting_seen2, lend_wanting_seen3;
 } __attribute__((aligned(64)));
 
 /*

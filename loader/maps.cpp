@@ -291,10 +291,10 @@ namespace {
 #define SHAPER_CLOCK_FIELDS(f) \
     f(tat_ns) f(sparse_tat_ns) f(fair_epoch_ns) f(fair_epoch_tat_ns) f(fair_flows) f(fair_share_ns) \
     f(fair_epoch) f(fair_epoch_len_ns) f(fair_held_ns) f(fair_share_flows) f(lend_epoch_ns) \
-    f(lend_epoch_tat_ns) f(lend_taken_fp) f(lend_now) f(lend_last) f(lend_lent_ns) f(lend_serial) f(lend_counted) \
-    f(borrowing_until_ns) f(lend_seen1) f(lend_seen2) f(lend_seen3) f(lend_idle_ns) \
-    f(lend_used_ns) f(lend_used_since_ns) f(lend_use_avg_fp) f(lend_wanting) f(lend_wanting_now) \
-    f(lend_wanting_last) f(lend_wanting_seen1) f(lend_wanting_seen2) f(lend_wanting_seen3)
+    f(lend_epoch_tat_ns) f(lend_taken_fp) f(lend_count0) f(lend_last) f(lend_lent_ns) f(lend_serial) f(lend_counted) \
+    f(borrowing_until_ns) f(lend_count1) f(lend_count2) f(lend_count3) f(lend_idle_ns) \
+    f(lend_used_ns) f(lend_used_since_ns) f(lend_use_avg_fp) f(lend_wanting) \
+    f(lend_wanting_last)
 #define SHAPER_COUNTER_FIELDS(f) \
     f(packets) f(segments) f(bytes) f(clock_carry) f(drops_horizon) f(drops_aqm) f(ecn_marks) \
     f(sparse) f(fair_marks) f(drops_fair) f(fair_holds) f(borrowed_bytes) f(ceil_held)

@@ -29,15 +29,14 @@ struct ClassClock {
     uint64_t fair_epoch_len_ns = 0, fair_held_ns = 0;
     uint32_t fair_share_flows = 0;
     // Lending (bpf/borrow.h): a lender's epoch and figures, and as a child its last count.
-    uint64_t lend_epoch_ns = 0, lend_epoch_tat_ns = 0, lend_taken_fp = 0, lend_now = 0, lend_last = 0,
+    uint64_t lend_epoch_ns = 0, lend_epoch_tat_ns = 0, lend_taken_fp = 0, lend_count0 = 0, lend_last = 0,
              lend_lent_ns = 0;
     uint32_t lend_serial = 0, lend_counted = 0;
     uint64_t borrowing_until_ns = 0;
-    uint64_t lend_seen1 = 0, lend_seen2 = 0, lend_seen3 = 0, lend_idle_ns = 0;
+    uint64_t lend_count1 = 0, lend_count2 = 0, lend_count3 = 0, lend_idle_ns = 0;
     // As a sharing child, its use of the parent; as a lender, the sharers that want more.
     uint64_t lend_used_ns = 0, lend_used_since_ns = 0;
-    uint32_t lend_use_avg_fp = 0, lend_wanting = 0, lend_wanting_now = 0, lend_wanting_last = 0,
-             lend_wanting_seen1 = 0, lend_wanting_seen2 = 0, lend_wanting_seen3 = 0;
+    uint32_t lend_use_avg_fp = 0, lend_wanting = 0, lend_wanting_last = 0;
 };
 
 // Adds one CPU's counters of a class to `sum`.

@@ -68,9 +68,6 @@ protected:
         add(2, rate2, 20'000'000, 10, prio2);
         backlog_wanting(1);
         backlog_wanting(2);
-        ClassClock parent = clock_of(10);
-        parent.lend_wanting_now = 2;
-        maps_->write_clock(10, parent);
         send(1);
         send(2);
         next_epoch();
@@ -134,8 +131,11 @@ TEST_F(Borrow, ALoanNeverLeavesTheClassBehindItsGuarantee)
     expect_departure(v, own);
     EXPECT_EQ(tat(1), own + frame_ns(5'000'000));
     EXPECT_EQ(maps_->counters(1).borrowed_bytes, 0u);
-    EXPECT_EQ(clock_of(10).lend_now >> SHAPER_LEND_PRIO_SHIFT, 1u) << "counted at prio 0";
-    EXPECT_EQ(clock_of(10).lend_now & ((1ull << SHAPER_LEND_PRIO_SHIFT) - 1), 5'000u) << "its rate in kbit";
+    const ClassClock parent = clock_of(10);
+    const uint64_t counts[] = {parent.lend_count0, parent.lend_count1, parent.lend_count2, parent.lend_count3};
+    const uint64_t count = counts[parent.lend_serial & 3];  // this epoch's
+    EXPECT_EQ(count >> SHAPER_LEND_PRIO_SHIFT, 1u) << "counted at prio 0";
+    EXPECT_EQ(count & ((1ull << 38) - 1), 5'000u) << "its rate in kbit";
 }
 
 // A ping in a lent class: the parent's departure just past the class's own, so the ping is lent
@@ -211,22 +211,58 @@ TEST_F(Borrow, ALowerPrioTakesTheSpareFirst)
     EXPECT_EQ(two, frame_ns(5'000'000)) << "prio 1 keeps its guarantee alone";
 }
 
-// A borrower stays counted four epochs after it last asked (a class sending 64 KB GSO packets asks
-// tens of ms apart): prio 1 keeps its rate through them, and is offered the spare at the fifth.
-TEST_F(Borrow, ABorrowerStaysCountedForFourEpochsAfterItAsked)
+// A borrower is counted through its backlog (a class sending 64 KB GSO packets asks tens of ms
+// apart): prio 0, its clock 30 ms ahead of the epoch's start, holds prio 1 to its rate while the
+// epochs it spans are the last ones ended, and no longer at the turn after. Turns are made by
+// writing the epoch's start an epoch back, so that no sleep of the test decides where they fall.
+TEST_F(Borrow, ABorrowerStaysCountedThroughItsBacklog)
 {
-    charges_after_an_epoch_of_both(5'000'000, 0, 5'000'000, 1);
+    add(10, 20'000'000, 0, 0);
+    add(1, 5'000'000, 20'000'000, 10, 0);
+    add(2, 5'000'000, 20'000'000, 10, 1);
+    backlog_wanting(2);
     ClassClock parent = clock_of(10);  // its clock ahead, so it advances by charges alone
     parent.tat_ns = now_ns() + kSec;
     maps_->write_clock(10, parent);
-    for (int epoch = 1; epoch <= 5; epoch++) {
-        next_epoch();
+    send(2);  // opens the parent's first epoch
+    ClassClock one = clock_of(1);
+    one.tat_ns = clock_of(10).lend_epoch_ns + 30 * kMs;
+    maps_->write_clock(1, one);
+    send(1);  // asks with a backlog to 30 ms: counted in this epoch and the next
+    ASSERT_LT(tat(1), clock_of(10).lend_epoch_ns + 2 * SHAPER_LEND_EPOCH_NS);
+    for (int turn = 1; turn <= 3; turn++) {
+        ClassClock p = clock_of(10);
+        p.lend_epoch_ns = now_ns() - SHAPER_LEND_EPOCH_NS - kMs;
+        maps_->write_clock(10, p);
         const uint64_t before = tat(2);
         send(2);
-        if (epoch < 5)
-            EXPECT_EQ(tat(2) - before, frame_ns(5'000'000)) << "prio 0 still counted in epoch " << epoch;
+        if (turn < 3)
+            EXPECT_EQ(tat(2) - before, frame_ns(5'000'000)) << "prio 0 still counted at turn " << turn;
         else
-            EXPECT_LT(tat(2) - before, frame_ns(15'000'000)) << "alone at last: the spare is prio 1's";
+            EXPECT_LT(tat(2) - before, frame_ns(15'000'000)) << "its queue gone: the spare is prio 1's";
+    }
+}
+
+// A borrower that keeps sending is counted in every epoch it asks in, its backlog short or long.
+TEST_F(Borrow, ABorrowerThatKeepsAskingStaysCounted)
+{
+    add(10, 20'000'000, 0, 0);
+    add(1, 5'000'000, 20'000'000, 10, 0);
+    add(2, 5'000'000, 20'000'000, 10, 1);
+    backlog_wanting(1);
+    backlog_wanting(2);
+    send(2);
+    for (int turn = 1; turn <= 6; turn++) {
+        ClassClock one = clock_of(1);
+        one.tat_ns = now_ns() + (turn % 2 ? 1 : 90) * kMs;  // a short backlog, then a long one
+        maps_->write_clock(1, one);
+        send(1);
+        ClassClock p = clock_of(10);
+        p.lend_epoch_ns = now_ns() - SHAPER_LEND_EPOCH_NS - kMs;
+        maps_->write_clock(10, p);
+        const uint64_t before = tat(2);
+        send(2);
+        EXPECT_EQ(tat(2) - before, frame_ns(5'000'000)) << "prio 0 counted at turn " << turn;
     }
 }
 
