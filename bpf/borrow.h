@@ -99,8 +99,8 @@ static __always_inline __u64 lend_counted_in(struct shaper_class *p, __u32 seria
 
 /* Adds a borrower to epoch `serial`: `add` (prio + 1 above SHAPER_LEND_PRIO_SHIFT, 1 above
  * LEND_WANT_SHIFT if it wants more, its rate below) joins the epoch's count at its prio,
- * replaces a higher prio's, or starts a slot of an older serial afresh. An atomic loop: CPUs
- * count at once. */
+ * replaces a higher prio's (and who of it wanted more: only the lowest prio water-fills), or
+ * starts a slot of an older serial afresh. An atomic loop: CPUs count at once. */
 static __always_inline void lend_slot_add(struct shaper_class *p, __u32 serial, __u64 add)
 {
 	const __u64 prio = add >> SHAPER_LEND_PRIO_SHIFT, tag = (__u64)(serial & LEND_TAG_MASK) << LEND_TAG_SHIFT;
@@ -238,20 +238,6 @@ static __always_inline void lend_count(struct shaper_class *p, struct shaper_cla
 		lend_slot_add(p, serial + i, add);
 }
 
-/* Counts class `id` at its parent if it `asked`, through its clock as charged; a global function
- * that the class walk calls between its levels: inlined in a level's, its atomic loops took the
- * stack past the verifier's 512 bytes. */
-__noinline int lend_count_class(__u32 id, __u32 asked, __u64 now)
-{
-	struct shaper_class *c = asked ? gcra_class(id) : NULL;
-	struct shaper_class *p = c ? gcra_class(c->parent_id) : NULL;
-
-	if (!c || !p)
-		return 0;
-	lend_count(p, c, now, *(volatile __u64 *)&c->tat_ns);
-	return 1;
-}
-
 /* The cost on the lender's clock of a packet of class `c` sharing the spare (lent or not: its
  * guarantee is part of what the sharers split), counted apart from what others take, and as
  * the class's own use. */
@@ -313,6 +299,36 @@ static __always_inline __u64 lend_allotment(const struct shaper_class *p, const 
 static __always_inline __u64 borrow_ns_per_byte(const struct shaper_class *c, const struct shaper_class *p)
 {
 	return lend_allotment(p, c);
+}
+
+/* The class walk's two calls into lending are global functions: the verifier checks each once,
+ * and each has its own stack (inlined in a level's, lend_count's atomic loops took the stack
+ * past the verifier's 512 bytes). Both start from class `id` and its parent. */
+static __always_inline struct shaper_class *lend_parent_of(__u32 id, struct shaper_class **c)
+{
+	*c = gcra_class(id);
+	return *c ? gcra_class((*c)->parent_id) : NULL;
+}
+
+/* Counts class `id`, which asked to borrow, at its parent through its clock as charged. */
+__noinline int lend_count_class(__u32 id, __u64 now)
+{
+	struct shaper_class *c, *p = lend_parent_of(id, &c);
+
+	if (!c || !p)
+		return 0;
+	lend_count(p, c, now, *(volatile __u64 *)&c->tat_ns);
+	return 1;
+}
+
+/* The ns per byte a lent packet of class `id` is charged at: its allotment, or its rate. */
+__noinline __u64 borrow_lent_ns_per_byte(__u32 id)
+{
+	struct shaper_class *c, *p = lend_parent_of(id, &c);
+
+	if (!c)
+		return 0;
+	return p ? borrow_ns_per_byte(c, p) : c->ns_per_byte_fp;
 }
 
 /* Pass 1's walk (edt.h), level by level from the leaf: which levels the packet waits on, which

@@ -197,18 +197,6 @@ __noinline int edt_charge_level(__u32 id, struct edt_charge *c)
 	return 1;
 }
 
-/* The allotment a lent packet of class `id` is charged at (borrow.h), in a global function: the
- * verifier checks the parent's lookup and the arithmetic once. */
-__noinline __u64 edt_lent_ns_per_byte(__u32 id)
-{
-	struct shaper_class *c = gcra_class(id);
-	struct shaper_class *p = c ? gcra_class(c->parent_id) : NULL;
-
-	if (!c)
-		return 0;
-	return p ? borrow_ns_per_byte(c, p) : c->ns_per_byte_fp;
-}
-
 /* Shapes a packet of class `class_id`. */
 static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u32 class_id,
 						     const struct edt_packet *pkt, __u64 *departure)
@@ -270,7 +258,7 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 	__u32 leaf_frac;
 	/* At the speed the leaf's clock will be charged: a lent packet's is its allotment, and fair
 	 * shares and the sparse allowance measure flows on that clock. */
-	const __u64 leaf_per_byte = borrowed & 1 ? edt_lent_ns_per_byte(class_id) : leaf->ns_per_byte_fp;
+	const __u64 leaf_per_byte = borrowed & 1 ? borrow_lent_ns_per_byte(class_id) : leaf->ns_per_byte_fp;
 	const __u64 cost_ns = shaper_cost_time(edt_level_cost(pkt, leaf), leaf_per_byte, &leaf_frac);
 
 	/* A sparse flow's packet leaves now, or as soon as the sparse allowance takes it; only a
@@ -348,7 +336,8 @@ static __always_inline enum edt_verdict edt_schedule(struct __sk_buff *skb, __u3
 	for (int i = 0; i < SHAPER_MAX_DEPTH; i++) {
 		if (!edt_charge_level(id, &level))
 			break;
-		lend_count_class(id, asked >> i & 1, pkt->now); /* a global function: its own stack */
+		if (asked >> i & 1) /* a global function: its own stack; a class without a ceil skips it */
+			lend_count_class(id, pkt->now);
 		/* Without branches, so that they add no verifier paths: */
 		charged = charged << 1 | 1;
 		rounded_up |= level.rounded_up << i;
