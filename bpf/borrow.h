@@ -100,24 +100,27 @@ static __always_inline __u64 lend_counted_in(struct shaper_class *p, __u32 seria
 /* Adds a borrower to epoch `serial`: `add` (prio + 1 above SHAPER_LEND_PRIO_SHIFT, 1 above
  * LEND_WANT_SHIFT if it wants more, its rate below) joins the epoch's count at its prio,
  * replaces a higher prio's (and who of it wanted more: only the lowest prio water-fills), or
- * starts a slot of an older serial afresh. An atomic loop: CPUs count at once. */
-static __always_inline void lend_slot_add(struct shaper_class *p, __u32 serial, __u64 add)
+ * starts a slot of an older serial afresh. An atomic loop (CPUs count at once), in a global
+ * function: the 6.1 verifier walked it in every iteration of lend_count's. */
+__noinline int lend_slot_add(__u32 parent_id, __u32 serial, __u64 add)
 {
 	const __u64 prio = add >> SHAPER_LEND_PRIO_SHIFT, tag = (__u64)(serial & LEND_TAG_MASK) << LEND_TAG_SHIFT;
-	__u64 *slot = lend_count_of(p, serial);
+	struct shaper_class *p = gcra_class(parent_id);
+	__u64 *slot = p ? lend_count_of(p, serial) : NULL;
 
-	for (int i = 0; i < 4; i++) {
+	for (int i = 0; slot && i < 4; i++) {
 		const __u64 old = *(volatile __u64 *)slot, held = old >> SHAPER_LEND_PRIO_SHIFT;
 		const bool same = (old & (LEND_TAG_MASK << LEND_TAG_SHIFT)) == tag;
 		const __u64 want = (old >> LEND_WANT_SHIFT & 3) < 2 ? add & (1ull << LEND_WANT_SHIFT) : 0;
 
 		if (same && held && held < prio)
-			return;
+			return 0;
 		const __u64 next = same && held == prio ? old + want + (add & LEND_RATES_MASK) : tag | add;
 
 		if (__sync_val_compare_and_swap(slot, old, next) == old)
-			return;
+			return 1;
 	}
+	return 0;
 }
 
 /* A lender's clock jumped `skipped` ns (if any) to now: time nobody took, which `taken` must not
@@ -235,7 +238,7 @@ static __always_inline void lend_count(struct shaper_class *p, struct shaper_cla
 
 #pragma clang loop unroll(disable)
 	for (__u32 i = first; i <= last && i < 4; i++)
-		lend_slot_add(p, serial + i, add);
+		lend_slot_add(c->parent_id, serial + i, add);
 }
 
 /* The cost on the lender's clock of a packet of class `c` sharing the spare (lent or not: its
@@ -296,11 +299,6 @@ static __always_inline __u64 lend_allotment(const struct shaper_class *p, const 
 	return t < t_ceil ? t_ceil : t;
 }
 
-static __always_inline __u64 borrow_ns_per_byte(const struct shaper_class *c, const struct shaper_class *p)
-{
-	return lend_allotment(p, c);
-}
-
 /* The class walk's two calls into lending are global functions: the verifier checks each once,
  * and each has its own stack (inlined in a level's, lend_count's atomic loops took the stack
  * past the verifier's 512 bytes). Both start from class `id` and its parent. */
@@ -328,7 +326,7 @@ __noinline __u64 borrow_lent_ns_per_byte(__u32 id)
 
 	if (!c)
 		return 0;
-	return p ? borrow_ns_per_byte(c, p) : c->ns_per_byte_fp;
+	return p ? lend_allotment(p, c) : c->ns_per_byte_fp;
 }
 
 /* Pass 1's walk (edt.h), level by level from the leaf: which levels the packet waits on, which
@@ -366,7 +364,7 @@ static __always_inline void borrow_step(struct borrow_walk *w, const struct shap
 
 	if (w->asking && child) {
 		const __u64 t_rate = child->ns_per_byte_fp;
-		const __u64 allot = borrow_ns_per_byte(child, cls);
+		const __u64 allot = lend_allotment(cls, child);
 		__u32 frac;
 
 		w->asking = 0;

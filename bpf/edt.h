@@ -171,7 +171,7 @@ __noinline int edt_charge_level(__u32 id, struct edt_charge *c)
 
 	if (parent)
 		lend_turn(parent, c->now);
-	const __u64 per_byte = lender ? borrow_ns_per_byte(cls, lender) : cls->ns_per_byte_fp;
+	const __u64 per_byte = lender ? lend_allotment(lender, cls) : cls->ns_per_byte_fp;
 	__u32 frac;
 	const __u64 whole = shaper_cost_time(cost, per_byte, &frac);
 	const __u64 charge = shaper_round_time(whole, frac, &st->clock_carry);
