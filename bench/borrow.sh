@@ -10,7 +10,8 @@
 # class every 50 ms while A borrows, twice: B's flow sending 5 of its 15 Mbit, and (d)'s 5/5
 # with both busy. Shares come from each class's byte counters sampled every 10 ms: shaperctl's
 # through the pins (class_clock, counted as its packets' departures come), HTB's by rtnetlink
-# (tc_class_clock, counted as it dequeues). No assertions: the table states the goals.
+# (tc_class_clock, counted as it dequeues), with the sender's TCP retransmits over all cases.
+# No assertions: the table states the goals.
 #
 #   sudo bench/borrow.sh [--bin build/cli/shaperctl] [--out DIR] [--shapers "shaperctl ..."]
 #   bench/borrow.sh --report            # the table again from DIR/borrow.json
@@ -127,7 +128,8 @@ if [ -z "${SHAPERCTL_VM:-}" ]; then
     def ping: if . == null or .p99_ms == null then "–" else "\(.p50_ms) / \(.p99_ms) ms, \(.over_5ms // "?") of \(.n) over 5\(if .lost > 0 then ", \(.lost) lost" else "" end)" end;
     "| ping in B, p50 / p99: B sending 5 of its 15, A borrowing the rest (A due 15) | | " + ([$r[] | .ping_b_within as $p | ($p | ping) + (if $p.a_bps != null then "; A \($p.a_bps | mbit), B \($p.b_bps | mbit)" else "" end)] | join(" | ")) + " | p99 ≤ 5 ms |",
     "| ping in B, p50 / p99: (d), both borrowing | | " + ([$r[] | .ping_b_busy | ping] | join(" | ")) + " | p99 ≤ 5 ms |",
-    "| parent (A + B), largest window | 20 | " + ([$r[] | [.cases[] | .parent_bps // empty] | max | mbit] | join(" | ")) + " | ≤ 21 |"
+    "| parent (A + B), largest window | 20 | " + ([$r[] | [.cases[] | .parent_bps // empty] | max | mbit] | join(" | ")) + " | ≤ 21 |",
+    "| sender'"'"'s TCP retransmits, all cases | | " + ([$r[] | .tcp as $t | if $t == null then "–" else "\($t.retransmits) of \($t.segments_out) (\(($t.retrans_pct // 0) | fix(2)) %)" end] | join(" | ")) + " | |"
   ' "$out/borrow.json" >"$tmp/table.md"
   {
     echo "# Borrowing: shaperctl (--ceil, --prio) against HTB + fq_codel"
@@ -256,6 +258,11 @@ stop_flow() {  # PORT PID
   kill -INT $(ps -o pid,args | awk -v p="iperf3 -c 10.9.0.1 -p $1 " 'index($0, p) && $2 !~ /awk/ { print $1 }') 2>/dev/null
   wait "$2" 2>/dev/null
 }
+# tcp_segs: the sender's (netns s) TCP segments sent and retransmitted, from /proc/net/snmp.
+tcp_segs() {
+  nsx s cat /proc/net/snmp | awk '$1 == "Tcp:" { if (!h) { for (i = 2; i <= NF; i++) n[$i] = i; h = 1 }
+    else print $n["OutSegs"], $n["RetransSegs"] }'
+}
 # window SECONDS: WF and WT, the latest sample's time before and after.
 window() { WF=$(bw_last /tmp/c-a); sleep "$1"; WT=$(bw_last /tmp/c-a); }
 # ping_start NAME: a ping into B every 50 ms, 5 s, in the background (PING_PID).
@@ -293,6 +300,8 @@ measure() {
   echo "== $_label"
   setup "$_sh" || { echo "@@BRW {\"shaper\": \"$_label\", \"shaper_key\": \"$_sh\", \"failed\": \"setup\"}"; teardown "$_sh"; return; }
   samplers "$_sh"
+  local _segs0 _segs1
+  _segs0=$(tcp_segs)
   CLIENTS=""
   A_PORT=$((A_PORT + 1))
   flow a "$A_PORT" -P 8
@@ -365,6 +374,7 @@ measure() {
   esac
   stop_flow "$B_PORT" "$_pb"
   stop_flow "$A_PORT" "$_pa"
+  _segs1=$(tcp_segs)
   # shellcheck disable=SC2086
   kill $SAMPLERS 2>/dev/null
   wait $SAMPLERS 2>/dev/null
@@ -400,11 +410,15 @@ measure() {
     --argjson e "$(case_json $W_E 5e6 15e6)" --argjson f "$_w" \
     --argjson borrow "$_borrow" --argjson back "$_back" \
     --argjson pd "$(ping_json /tmp/d-ping.ping)" --argjson pf "$(ping_json /tmp/f-ping.ping)" \
-    --argjson counters "$_counters" '
+    --argjson counters "$_counters" --arg segs "$_segs0 $_segs1" '
     { shaper: $sh, shaper_key: $key, cases: {a: $a, b: $b, c: $c, d: $d, e: $e},
       borrow: $borrow, give_back: $back,
       ping_b_within: ($pf + {a_bps: $f.A.bps, b_bps: $f.B.bps}), ping_b_busy: $pd,
-      counters: $counters, commands: ($cmds | split("\n") | map(select(length > 0))) }' >/tmp/row.json ||
+      counters: $counters,
+      tcp: ($segs | split(" ") | map(tonumber? // null) | if length == 4 and all(. != null) then
+        {segments_out: (.[2] - .[0]), retransmits: (.[3] - .[1]),
+         retrans_pct: (if .[2] > .[0] then (.[3] - .[1]) * 100 / (.[2] - .[0]) else null end)} else null end),
+      commands: ($cmds | split("\n") | map(select(length > 0))) }' >/tmp/row.json ||
     echo "  ! could not build the row" >&2
   echo "@@BRW $(cat /tmp/row.json)"
   jq -r '"  \(.shaper): (a) A \(.cases.a.A.bps / 1e4 | round / 100) B \(.cases.a.B.bps / 1e4 | round / 100); (b) A \(.cases.b.A.bps / 1e4 | round / 100), borrow \(.borrow.ms) ms, back \(.give_back.ms) ms; (c) A \(.cases.c.A.bps / 1e4 | round / 100); (d) A \(.cases.d.A.bps / 1e4 | round / 100) B \(.cases.d.B.bps / 1e4 | round / 100); (e) A \(.cases.e.A.bps / 1e4 | round / 100) B \(.cases.e.B.bps / 1e4 | round / 100); ping p99 \(.ping_b_within.p99_ms) / \(.ping_b_busy.p99_ms) ms"' /tmp/row.json 2>/dev/null
