@@ -90,6 +90,7 @@ if [ -z "${SHAPERCTL_VM:-}" ]; then
           borrow_ms: "from the last counted packet of B to the end of the first 50 ms window (reaching back before it if need be) in which A counted >= 18.5 Mbit/s (90 % of the way from its 5 to its 20)",
           give_back_ms: "from the first counted packet of B when it returns to the end of the first 50 ms window in which A counted <= 6.5 Mbit/s (10 % of the way)",
           stamped_ms: "shaperctl only: from the same instants, the first 10 ms step in which A, its clock ahead of now, was charged at that rate (the decision of the datapath, before the packets of A already stamped at the old rate have left)",
+          leads: "shaperctl only: each class clock lead over now (ms; its queue, or for the parent what its children booked on it), and the bytes it was charged since the sample before, at each of its 10 ms samples from 50 ms before the same instants to 250 ms after: per class, [ms from the instant, lead, bytes]",
           ping: "iputils ping -i 0.05 -c 100 from s to r, classified into B, while A borrows: with the flow of B at 5 of its 15 Mbit (iperf3 -b 5M), and in (d) with both busy; p50/p99 nearest rank",
           goals: "shares within 3 % where HTB is within its own error (else within of HTB); borrow and give back <= 100 ms; the ping in B p99 <= 5 ms"
         },
@@ -243,6 +244,19 @@ samplers() {
   sleep 0.3
 }
 
+# leads_json SHAPER AT_NS: shaperctl's clock leads and charges around AT_NS (method.leads), as
+# {"a": [[ms, lead ms, bytes], ...], "b": ..., "parent": ...}; null for HTB.
+leads_json() {
+  case "$1" in shaperctl*) ;; *) echo null; return ;; esac
+  for _c in a b p; do
+    awk -v a="$2" -v k="$_c" '
+      $1 >= a - 50e6 && $1 <= a + 250e6 {
+        printf "%s[%.1f,%.1f,%d]", (n++ ? "," : "\"" (k == "p" ? "parent" : k) "\": ["), ($1 - a) / 1e6, ($2 - $1) / 1e6, $3 - c }
+      { c = $3 }
+      END { print (n ? "]" : "\"" (k == "p" ? "parent" : k) "\": null") }' "/tmp/c-$_c"
+  done | paste -sd, | sed 's/^/{/; s/$/}/'
+}
+
 CLIENTS=""
 # flow NAME PORT ARGS...: a one-off server on PORT in s and its client in r (-R), in the
 # background; FLOW_PID the client's.
@@ -393,13 +407,13 @@ measure() {
     _x=$(bw_cross /tmp/d-a "$_tb" "$((_tb + 2000000000))" 18.5e6 up 50)
     _st=null
     case "$_sh" in shaperctl*) _st=$(bw_stamped /tmp/c-a "$_tb" "$((_tb + 2000000000))" 18.5e6 up) ;; esac
-    _borrow="{\"ms\": ${_x% *}, \"longest_sample_gap_ms\": ${_x#* }, \"stamped_ms\": $_st, \"a_per_50ms_mbps\": [$(bw_series /tmp/d-a "$_tb" 50 12 | tr ' ' ',' | sed 's/-/null/g')]}"
+    _borrow="{\"ms\": ${_x% *}, \"longest_sample_gap_ms\": ${_x#* }, \"stamped_ms\": $_st, \"a_per_50ms_mbps\": [$(bw_series /tmp/d-a "$_tb" 50 12 | tr ' ' ',' | sed 's/-/null/g')], \"leads\": $(leads_json "$_sh" "$_tb")}"
   fi
   if [ -n "$_tr" ]; then
     _x=$(bw_cross /tmp/d-a "$_tr" "$((_tr + 2000000000))" 6.5e6 down 50)
     _st=null
     case "$_sh" in shaperctl*) _st=$(bw_stamped /tmp/c-a "$_tr" "$((_tr + 2000000000))" 6.5e6 down) ;; esac
-    _back="{\"ms\": ${_x% *}, \"longest_sample_gap_ms\": ${_x#* }, \"stamped_ms\": $_st, \"a_per_50ms_mbps\": [$(bw_series /tmp/d-a "$_tr" 50 12 | tr ' ' ',' | sed 's/-/null/g')], \"b_per_50ms_mbps\": [$(bw_series /tmp/d-b "$_tr" 50 12 | tr ' ' ',' | sed 's/-/null/g')]}"
+    _back="{\"ms\": ${_x% *}, \"longest_sample_gap_ms\": ${_x#* }, \"stamped_ms\": $_st, \"a_per_50ms_mbps\": [$(bw_series /tmp/d-a "$_tr" 50 12 | tr ' ' ',' | sed 's/-/null/g')], \"b_per_50ms_mbps\": [$(bw_series /tmp/d-b "$_tr" 50 12 | tr ' ' ',' | sed 's/-/null/g')], \"leads\": $(leads_json "$_sh" "$_tr")}"
   fi
   # shellcheck disable=SC2086
   set -- $W_F
