@@ -67,6 +67,7 @@ if [ -z "${SHAPERCTL_VM:-}" ]; then
       --bin "$tmp/bin/shaperctl" --bin "$clock" --bin "$tcclock" \
       --file "$repo/tests/e2e/judge.sh:/usr/local/share/shaperctl-vm/judge.sh" \
       --file "$repo/tests/e2e/borrow.sh:/usr/local/share/shaperctl-vm/borrow.sh" \
+      --file "$here/tcp-rows.sh:/usr/local/share/shaperctl-bench/tcp-rows.sh" \
       "$0" ${shapers:+"$shapers"} \
       2>&1 | tee "$tmp/console.txt" | grep --line-buffered -v '^@@BRW '
     rc=$(sed -n 's/^run.sh: scenario .* exited \([0-9]*\).*/\1/p' "$tmp/console.txt")
@@ -91,6 +92,7 @@ if [ -z "${SHAPERCTL_VM:-}" ]; then
           give_back_ms: "from the first counted packet of B when it returns to the end of the first 50 ms window in which A counted <= 6.5 Mbit/s (10 % of the way)",
           stamped_ms: "shaperctl only: from the same instants, the first 10 ms step in which A, its clock ahead of now, was charged at that rate (the decision of the datapath, before the packets of A already stamped at the old rate have left)",
           leads: "shaperctl only: each class clock lead over now (ms; its queue, or for the parent what its children booked on it), and the bytes it was charged since the sample before, at each of its 10 ms samples from 50 ms before the same instants to 250 ms after: per class, [ms from the instant, lead, bytes]",
+          tcp: "TCP counters of the sender (netns s) over all cases (mibs in tcp-rows.sh, from /proc/net/snmp and netstat): RetransSegs of OutSegs, and in counters those that tell what caused a retransmission (timeouts, probes, undos)",
           ping: "iputils ping -i 0.05 -c 100 from s to r, classified into B, while A borrows: with the flow of B at 5 of its 15 Mbit (iperf3 -b 5M), and in (d) with both busy; p50/p99 nearest rank",
           goals: "shares within 3 % where HTB is within its own error (else within of HTB); borrow and give back <= 100 ms; the ping in B p99 <= 5 ms"
         },
@@ -159,6 +161,7 @@ fi
 . /usr/local/share/shaperctl-vm/lib.sh
 . /usr/local/share/shaperctl-vm/judge.sh
 . /usr/local/share/shaperctl-vm/borrow.sh   # bw_departed, bw_rate, bw_cross, ...
+. /usr/local/share/shaperctl-bench/tcp-rows.sh   # cmd, mibs
 SHAPERS=""
 for _s in ${1:-$ALL_SHAPERS}; do SHAPERS="$SHAPERS $_s"; done
 T_ALL=$(uptime_s)
@@ -173,13 +176,7 @@ echo "@@BRW $(jq -n -c --arg k "$(uname -r)" --arg cpus "$(nproc)" \
   --arg iperf "$("$IPERF3" --version | head -n1)" --arg tcv "$(tc -V)" \
   '{meta: {kernel: $k, cpus: $cpus, ecn: "tcp_ecn=\($e) in s and r", iperf3: $iperf, tc: $tcv}}')"
 
-A_PORT=5200 B_PORT=5216 CMDS=""
-# cmd ARGS...: a configuration command, kept for the row.
-cmd() {
-  CMDS="$CMDS$*
-"
-  "$@" >/tmp/cmd.out 2>&1 || { echo "  ! $* failed: $(head -c 300 /tmp/cmd.out)" >&2; return 1; }
-}
+A_PORT=5200 B_PORT=5216
 
 # setup SHAPER: the tree on va.
 setup() {
@@ -248,12 +245,12 @@ samplers() {
 # {"a": [[ms, lead ms, bytes], ...], "b": ..., "parent": ...}; null for HTB.
 leads_json() {
   case "$1" in shaperctl*) ;; *) echo null; return ;; esac
-  for _c in a b p; do
-    awk -v a="$2" -v k="$_c" '
+  for _c in a:a b:b p:parent; do
+    awk -v a="$2" -v k="${_c#*:}" '
       $1 >= a - 50e6 && $1 <= a + 250e6 {
-        printf "%s[%.1f,%.1f,%d]", (n++ ? "," : "\"" (k == "p" ? "parent" : k) "\": ["), ($1 - a) / 1e6, ($2 - $1) / 1e6, $3 - c }
+        printf "%s[%.1f,%.1f,%d]", (n++ ? "," : "\"" k "\": ["), ($1 - a) / 1e6, ($2 - $1) / 1e6, $3 - c }
       { c = $3 }
-      END { print (n ? "]" : "\"" (k == "p" ? "parent" : k) "\": null") }' "/tmp/c-$_c"
+      END { print (n ? "]" : "\"" k "\": null") }' "/tmp/c-${_c%%:*}"
   done | paste -sd, | sed 's/^/{/; s/$/}/'
 }
 
@@ -271,11 +268,6 @@ flow() {
 stop_flow() {  # PORT PID
   kill -INT $(ps -o pid,args | awk -v p="iperf3 -c 10.9.0.1 -p $1 " 'index($0, p) && $2 !~ /awk/ { print $1 }') 2>/dev/null
   wait "$2" 2>/dev/null
-}
-# tcp_segs: the sender's (netns s) TCP segments sent and retransmitted, from /proc/net/snmp.
-tcp_segs() {
-  nsx s cat /proc/net/snmp | awk '$1 == "Tcp:" { if (!h) { for (i = 2; i <= NF; i++) n[$i] = i; h = 1 }
-    else print $n["OutSegs"], $n["RetransSegs"] }'
 }
 # window SECONDS: WF and WT, the latest sample's time before and after.
 window() { WF=$(bw_last /tmp/c-a); sleep "$1"; WT=$(bw_last /tmp/c-a); }
@@ -314,8 +306,8 @@ measure() {
   echo "== $_label"
   setup "$_sh" || { echo "@@BRW {\"shaper\": \"$_label\", \"shaper_key\": \"$_sh\", \"failed\": \"setup\"}"; teardown "$_sh"; return; }
   samplers "$_sh"
-  local _segs0 _segs1
-  _segs0=$(tcp_segs)
+  local _m0 _m1
+  _m0=$(mibs s)
   CLIENTS=""
   A_PORT=$((A_PORT + 1))
   flow a "$A_PORT" -P 8
@@ -388,7 +380,7 @@ measure() {
   esac
   stop_flow "$B_PORT" "$_pb"
   stop_flow "$A_PORT" "$_pa"
-  _segs1=$(tcp_segs)
+  _m1=$(mibs s)
   # shellcheck disable=SC2086
   kill $SAMPLERS 2>/dev/null
   wait $SAMPLERS 2>/dev/null
@@ -424,14 +416,15 @@ measure() {
     --argjson e "$(case_json $W_E 5e6 15e6)" --argjson f "$_w" \
     --argjson borrow "$_borrow" --argjson back "$_back" \
     --argjson pd "$(ping_json /tmp/d-ping.ping)" --argjson pf "$(ping_json /tmp/f-ping.ping)" \
-    --argjson counters "$_counters" --arg segs "$_segs0 $_segs1" '
+    --argjson counters "$_counters" --argjson m0 "$_m0" --argjson m1 "$_m1" '
     { shaper: $sh, shaper_key: $key, cases: {a: $a, b: $b, c: $c, d: $d, e: $e},
       borrow: $borrow, give_back: $back,
       ping_b_within: ($pf + {a_bps: $f.A.bps, b_bps: $f.B.bps}), ping_b_busy: $pd,
       counters: $counters,
-      tcp: ($segs | split(" ") | map(tonumber? // null) | if length == 4 and all(. != null) then
-        {segments_out: (.[2] - .[0]), retransmits: (.[3] - .[1]),
-         retrans_pct: (if .[2] > .[0] then (.[3] - .[1]) * 100 / (.[2] - .[0]) else null end)} else null end),
+      tcp: ($m1 | with_entries(.value -= ($m0[.key] // 0))
+            | {segments_out: .TcpOutSegs, retransmits: .TcpRetransSegs,
+               retrans_pct: (if .TcpOutSegs > 0 then .TcpRetransSegs * 100 / .TcpOutSegs else null end),
+               counters: .}),
       commands: ($cmds | split("\n") | map(select(length > 0))) }' >/tmp/row.json ||
     echo "  ! could not build the row" >&2
   echo "@@BRW $(cat /tmp/row.json)"

@@ -1,5 +1,6 @@
 # Helpers for the benches that judge a limit by what TCP flows get through it (accuracy.sh:
-# cmd; ingress.sh, cni.sh, forwarded.sh). Sourced in the stock-kernel VM after vm/lib.sh; busybox sh.
+# cmd; ingress.sh, cni.sh, forwarded.sh; borrow.sh: cmd, mibs). Sourced in the stock-kernel VM
+# after vm/lib.sh; busybox sh.
 
 CMDS="" FAILED=""
 # cmd ARGS...: runs one configuration command and keeps its text for the JSON (CMDS); a failure

@@ -67,8 +67,8 @@ bash scripts/sanitize.sh --build-only
 # build-asan/; any sanitizer report fails the run), which leave part of the other core idle:
 # the fuzz build (clang + libFuzzer, fuzz/ alone) takes that part at nice 19, yielding to both,
 # and at nice 0 once the host tests are done (on a busy host nice 19 gets nothing); the fuzzers
-# (12 s each from their corpus, two at a time) follow. vm_e2e's rate cases are judged from the datapath's own
-# samples (tests/e2e/judge.sh), which a busy host cannot fake.
+# (12 s each from their corpus, two at a time) follow. vm_e2e's rate cases are judged from the
+# datapath's own samples (tests/e2e/judge.sh), which a busy host cannot fake.
 stage "vm_e2e beside the host tests (ASan + UBSan), the fuzz build, then the fuzzers"
 ctest --test-dir build -R '^vm_e2e$' --output-on-failure --timeout 900 >build/vm-e2e.log 2>&1 &
 e2e=$!
